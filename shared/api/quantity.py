@@ -1,0 +1,87 @@
+"""Kubernetes resource quantities as exact decimals.
+
+Parsing is delegated to the Kubernetes client's `parse_quantity`; the schema pattern is the CRD's,
+so a value is accepted here exactly when the API server would accept it.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import PydanticCustomError, core_schema
+
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)"
+    r"|(\.[0-9]+))))?$"
+)
+_QUANTITY_RE = re.compile(QUANTITY_PATTERN)
+
+_BINARY = [("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)]
+_DECIMAL = [("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)]
+
+
+def parse(text: str | int) -> Decimal:
+    """Parse a quantity (`100m`, `1.5`, `1000Gi`, `2k`, `1e3`) into an exact Decimal."""
+    if isinstance(text, bool):
+        raise ValueError(f"quantity must be an integer or a string, not {text!r}")
+    if isinstance(text, int):
+        return Decimal(text)
+    if not _QUANTITY_RE.match(text):
+        raise ValueError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    try:
+        return Decimal(parse_quantity(text))
+    except (ValueError, InvalidOperation) as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def format_quantity(value: Decimal | int, *, binary: bool = False) -> str:
+    """Shortest exact text for a value: `4`, `500m`, `16Gi` (binary) or `2k` (decimal)."""
+    value = Decimal(value)
+    if value == value.to_integral_value():
+        whole = int(value)
+        for suffix, factor in _BINARY if binary else _DECIMAL:
+            if whole and whole % factor == 0:
+                return f"{whole // factor}{suffix}"
+        return str(whole)
+    milli = value * 1000
+    if milli == milli.to_integral_value():
+        return f"{int(milli)}m"
+    return format(value.normalize(), "f")
+
+
+class Quantity(str):
+    """A quantity that keeps the user's text (for round-trips) and exposes its exact `value`."""
+
+    value: Decimal
+
+    def __new__(cls, text: str | int) -> Quantity:
+        value = parse(text)
+        obj = super().__new__(cls, str(text))
+        obj.value = value
+        return obj
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        def validate(raw: Any) -> Quantity:
+            if isinstance(raw, Quantity):
+                return raw
+            if isinstance(raw, bool) or not isinstance(raw, int | str):
+                raise PydanticCustomError(
+                    "quantity_type",
+                    "Invalid value: {input}: must be an integer or a quantity string",
+                    {"input": repr(raw)},
+                )
+            try:
+                return cls(raw)
+            except ValueError as exc:
+                raise PydanticCustomError(
+                    "quantity", 'Invalid value: "{input}": {reason}', {"input": raw, "reason": str(exc)}
+                ) from None
+
+        return core_schema.no_info_plain_validator_function(
+            validate, serialization=core_schema.plain_serializer_function_ser_schema(str)
+        )

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "nodepools"
+
+BASE_NODEPOOL: dict[str, Any] = {
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodePool",
+    "metadata": {"name": "team-a"},
+    "spec": {
+        "template": {
+            "metadata": {"labels": {"team": "a"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+            },
+        },
+        "disruption": {"budgets": [{"nodes": "10%"}]},
+        "limits": {"cpu": "1000", "memory": "1000Gi"},
+    },
+}
+
+
+def nodepool_doc(**overrides: Any) -> dict[str, Any]:
+    """A valid NodePool document with dotted-path overrides, e.g. `**{"spec.weight": 5}`."""
+    doc = copy.deepcopy(BASE_NODEPOOL)
+    for path, value in overrides.items():
+        set_path(doc, path, value)
+    return doc
+
+
+def set_path(doc: Any, path: str, value: Any) -> None:
+    parts = [int(p) if p.isdigit() else p for p in path.split(".")]
+    node = doc
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value
+
+
+@pytest.fixture
+def base_doc() -> dict[str, Any]:
+    return nodepool_doc()
