@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/nodewright validate examples/nodepools/*.yaml
 	$(BIN)/nodewright describe examples/nodepools/*.yaml
+	@echo "--- seed 004's backend1a pool on a Monday at 16:00 UTC, 20 nodes, 1 already disrupting"
+	$(BIN)/nodewright budgets examples/nodepools/backend1a.yaml --at 2026-11-23T16:00:00Z --nodes 20 --disrupting 1
+	@echo "--- a business-hours freeze in America/Chicago across the March 2026 daylight-saving switch"
+	$(BIN)/nodewright budgets examples/nodepools/extensions.yaml --nodepool backend-chicago \
+		--from 2026-03-06T00:00:00Z --to 2026-03-10T00:00:00Z --nodes 12
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

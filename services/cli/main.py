@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
+from services.cli import budgets as budgets_cmd
 from services.cli import describe as describe_cmd
 from services.cli import validate as validate_cmd
-from shared.api.documents import DocumentError
+from shared.api.documents import DocumentError, load_nodepools
 
 app = typer.Typer(
     name="nodewright",
@@ -57,10 +58,51 @@ def describe(files: Annotated[list[Path], typer.Argument(help="NodePool YAML fil
     from rich.console import Console
 
     try:
-        describe_cmd.describe_files(files, Console())
+        describe_cmd.describe_files(files, Console(width=140))
     except (OSError, DocumentError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+@app.command()
+def budgets(
+    file: Annotated[Path, typer.Argument(help="NodePool YAML file")],
+    nodes: Annotated[int, typer.Option("--nodes", min=0, help="nodes the pool has (they count for % budgets)")],
+    nodepool: Annotated[str | None, typer.Option("--nodepool", help="only this NodePool")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="instant (RFC 3339, or 'now')")] = None,
+    start: Annotated[str | None, typer.Option("--from", help="calendar start (RFC 3339)")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="calendar end (RFC 3339)")] = None,
+    disrupting: Annotated[int, typer.Option("--disrupting", min=0, help="nodes already disrupting")] = 0,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """Allowed disruptions per reason at --at, or the budget calendar from --from to --to."""
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    try:
+        if (at is None) == (start is None and end is None) or (start is None) != (end is None):
+            raise budgets_cmd.UsageError("give either --at, or both --from and --to")
+        pools = budgets_cmd.select(load_nodepools(file.read_text(encoding="utf-8")), nodepool)
+        if at is not None:
+            instant = budgets_cmd.parse_instant(at, "--at", now=datetime.now(UTC))
+            reports = [budgets_cmd.point_report(p, instant, nodes, disrupting) for p in pools]
+        else:
+            t1 = budgets_cmd.parse_instant(start or "", "--from")
+            t2 = budgets_cmd.parse_instant(end or "", "--to")
+            if t2 <= t1:
+                raise budgets_cmd.UsageError("--to must be after --from")
+            reports = [budgets_cmd.calendar_report(p, t1, t2, nodes) for p in pools]
+    except (OSError, DocumentError, budgets_cmd.UsageError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if output == Output.JSON:
+        typer.echo(budgets_cmd.render_json(reports))
+        return
+    console = Console(width=160)
+    show = budgets_cmd.print_point if at is not None else budgets_cmd.print_calendar
+    for report in reports:
+        show(console, report)
 
 
 def main() -> None:

@@ -67,7 +67,8 @@ class Budget(APIModel):
         return parse_duration(self.duration) if self.duration is not None else None
 
     def applies_to(self, reason: DisruptionReason) -> bool:
-        return not self.reasons or reason in self.reasons
+        """Upstream: a budget without `reasons` applies to every reason (an explicit `[]` to none)."""
+        return self.reasons is None or reason in self.reasons
 
 
 def _default_budgets() -> list[Budget]:

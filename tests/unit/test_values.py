@@ -144,3 +144,9 @@ def test_cron_fields():
     assert parse_cron("5 * * * *").minutes == (5,)
     assert parse_cron("5/20 * * * *").minutes == (5, 25, 45)
     assert parse_cron("0 0 ? * *").dom_star
+
+
+def test_single_value_range_is_that_value():
+    """Upstream (robfig) reads `0-0` as Sunday only; croniter 7 would read it as every day."""
+    assert parse_cron("* * * * 0-0").days_of_week == {0}
+    assert not parse_cron("* * * * 0-0").dow_star
