@@ -46,15 +46,6 @@ class CompiledBudget:
     def applies_to(self, reason: DisruptionReason) -> bool:
         return self.reasons is None or reason in self.reasons
 
-    @property
-    def always_active(self) -> bool:
-        return self.schedule is None and self.schedule_error is None
-
-    def is_active(self, t: float) -> bool:
-        if self.schedule_error is not None:
-            raise BudgetError(self.schedule_error)
-        return self.schedule is None or self.schedule.is_active(t)
-
     def value(self, num_nodes: int) -> int:
         """The number this budget allows while active (upstream's scaled IntOrString, rounded up)."""
         if self.count is not None:
@@ -191,10 +182,6 @@ class DisruptionBudgets:
             for reason, allowed in zip(REASONS, lowest, strict=True)
         }
         return BudgetStatus(nodes, disrupting, per_reason, tuple(errors))
-
-
-def budget_status(nodepool: NodePool, at: datetime, nodes: int, disrupting: int = 0) -> BudgetStatus:
-    return DisruptionBudgets.of(nodepool).status(at, nodes, disrupting)
 
 
 @dataclass(frozen=True, slots=True)
