@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,16 +42,15 @@ class CompiledBudget:
     count: int | None = None  # a plain count; neither when it does not parse
     applies: tuple[bool, ...] = (True,) * 3  # applies_to for each of REASONS, in order
 
-    def applies_to(self, reason: DisruptionReason) -> bool:
-        return self.reasons is None or reason in self.reasons
-
     def value(self, num_nodes: int) -> int:
         """The number this budget allows while active (upstream's scaled IntOrString, rounded up)."""
         if self.count is not None:
             return self.count
         if self.percent is not None:
             return -(-self.percent * num_nodes // 100)
-        return scaled_nodes(self.nodes, num_nodes, self.index)  # raises the parse error
+        raise BudgetError(
+            f"budget {self.index}: invalid nodes value {self.nodes!r}: expected an integer or a percentage"
+        )
 
     def allowed(self, t: float, num_nodes: int) -> int | None:
         if self.schedule_error is not None:
@@ -60,18 +58,6 @@ class CompiledBudget:
         if self.schedule is not None and not self.schedule.is_active(t):
             return None
         return self.value(num_nodes)
-
-
-def scaled_nodes(nodes: str, num_nodes: int, index: int = 0) -> int:
-    text = nodes.strip()
-    try:
-        if text.endswith("%"):
-            return math.ceil(int(text[:-1]) * num_nodes / 100)
-        return int(text)
-    except ValueError:
-        raise BudgetError(
-            f"budget {index}: invalid nodes value {nodes!r}: expected an integer or a percentage"
-        ) from None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -95,13 +81,14 @@ def compile_budget(
         except LookupError as exc:
             error = f"budget {index}: unknown time zone {time_zone!r}: {exc}"
     percent = count = None
+    text = nodes.strip()
     try:
-        if nodes.strip().endswith("%"):
-            percent = int(nodes.strip()[:-1])
+        if text.endswith("%"):
+            percent = int(text[:-1])
         else:
-            count = int(nodes.strip())
+            count = int(text)
     except ValueError:
-        pass  # evaluated (and reported) only while the budget is active, as upstream does
+        pass  # reported by value() only while the budget is active, as upstream does
     matched = None if reasons is None else frozenset(reasons)
     applies = tuple(matched is None or r in matched for r in REASONS)
     return CompiledBudget(index, nodes, matched, compiled, error, percent, count, applies)

@@ -93,7 +93,7 @@ def budget_calendar(budgets: DisruptionBudgets, start: datetime, end: datetime, 
         if any(values[i] is None for i in active):
             return (0,) * len(REASONS)
         return tuple(
-            min((values[i] for i in active if budgets.budgets[i].applies_to(r)), default=None) for r in REASONS
+            min((values[i] for i in active if budgets.budgets[i].applies[r]), default=None) for r in range(len(REASONS))
         )
 
     rows: list[list[list]] = [[] for _ in REASONS]
