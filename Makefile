@@ -21,6 +21,10 @@ demo: $(STAMP)
 	@echo "--- a business-hours freeze in America/Chicago across the March 2026 daylight-saving switch"
 	$(BIN)/nodewright budgets examples/nodepools/extensions.yaml --nodepool backend-chicago \
 		--from 2026-03-06T00:00:00Z --to 2026-03-10T00:00:00Z --nodes 12
+	@echo "--- the event store: migrate (an embedded PostgreSQL in .nodewright/ unless NODEWRIGHT_DATABASE_URL is set)"
+	$(BIN)/nodewright migrate
+	@echo "--- a burst of 2,000 launches over 10 pools: check-then-create overruns, a reservation does not"
+	$(BIN)/python -m benchmarks.strict_limits --attempts 2000
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -32,6 +36,8 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/budgets.py
+	$(BIN)/python -m benchmarks.store
+	$(BIN)/python -m benchmarks.strict_limits
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

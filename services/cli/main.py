@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
 from services.cli import budgets as budgets_cmd
 from services.cli import describe as describe_cmd
+from services.cli import eventlog
 from services.cli import validate as validate_cmd
 from shared.api.documents import DocumentError, load_nodepools
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="nodewright",
@@ -103,6 +109,95 @@ def budgets(
     show = budgets_cmd.print_point if at is not None else budgets_cmd.print_calendar
     for report in reports:
         show(console, report)
+
+
+events_app = typer.Typer(help="The event log.", no_args_is_help=True)
+app.add_typer(events_app, name="events")
+
+
+def _run_with_database(work: Callable[[str], Awaitable[T]]) -> T:
+    """Run `work(url)` against NODEWRIGHT_DATABASE_URL, else an embedded PostgreSQL; exit 2 on
+    a database that cannot be reached or is not migrated."""
+    from shared.config import settings
+    from shared.runtime.servers import local_database_url
+
+    try:
+        with local_database_url(settings()) as url:
+            return asyncio.run(work(url))
+    except (OSError, RuntimeError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def migrate() -> None:
+    """Create or upgrade the event store's tables (Alembic); a second run changes nothing."""
+    typer.echo(_run_with_database(eventlog.migrate))
+
+
+@events_app.command("export")
+def events_export(file: Annotated[Path, typer.Argument(help="JSON Lines file to write")]) -> None:
+    """Write the whole log, one event per line, in position order."""
+    count = _run_with_database(lambda url: eventlog.export(url, file))
+    typer.echo(f"exported {count} events to {file}")
+
+
+@app.command()
+def audit(
+    output: OutputOption = Output.TEXT,
+    explain: Annotated[
+        str | None, typer.Option("--explain", help="tell one claim's story: nodeclaim-<name>", metavar="STREAM_ID")
+    ] = None,
+    from_file: Annotated[
+        Path | None, typer.Option("--from-file", help="audit an exported JSONL log instead of the database")
+    ] = None,
+) -> None:
+    """Replay the log: re-check every launch against the limits then in force and every disruption
+    against the budgets active at its time; compare the counters. Exit 1 on any violation."""
+    if from_file is not None:
+        try:
+            result = eventlog.audit_file(from_file, explain)
+        except (OSError, ValueError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+    else:
+        result = _run_with_database(lambda url: eventlog.audit_database(url, explain))
+    if output == Output.JSON:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        typer.echo(eventlog.render_audit(result))
+    if explain and not result.replay.story:
+        raise typer.Exit(2)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command()
+def replay(
+    at: Annotated[str, typer.Option("--at", help="instant (RFC 3339, or 'now')")],
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """Each NodePool's counters and the spec in force at --at, rebuilt from the log."""
+    from datetime import UTC, datetime
+
+    try:
+        instant = budgets_cmd.parse_instant(at, "--at", now=datetime.now(UTC))
+    except budgets_cmd.UsageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    folded, _ = _run_with_database(lambda url: eventlog.fold_database(url, until=instant))
+    view = eventlog.point_in_time(folded, instant)
+    typer.echo(json.dumps(view, indent=2) if output == Output.JSON else eventlog.render_point_in_time(view))
+
+
+@app.command()
+def relay(once: Annotated[bool, typer.Option("--once", help="publish what is there, then stop")] = False) -> None:
+    """Run the outbox relay: committed events onto the JetStream stream NODEWRIGHT."""
+    from shared.config import settings
+    from shared.runtime.servers import local_nats_url
+
+    with local_nats_url(settings()) as nats_url:
+        count = _run_with_database(lambda url: eventlog.relay(url, nats_url, once=once))
+    typer.echo(f"published {count} events")
 
 
 def main() -> None:

@@ -1,0 +1,269 @@
+"""Event store benchmark: appends with counter updates, and an audit replay of a long log.
+
+1. Micro-batched appends: 256 concurrent writers drive NodeClaims through their lifecycle
+   (Created -> Launched -> Initialized -> Terminated: every event checked against limits and
+   folded into its pool's counter row) through `AppendBatcher`. Events/s and per-append
+   latency (p50, p99). Target: >= 20,000 events/s at p99 <= 10 ms.
+2. One event per transaction: the same lifecycle with `EventStore.append`, 16 writers.
+   Target: >= 2,000 events/s.
+   Baseline for both: the same rows INSERTed one per transaction, with no check, no counters
+   and no append lock (what a naive event table gives).
+3. Audit replay: a log of 1,000,000 lifecycle events over 10 pools. The fold alone, and the full
+   `nodewright audit` path (read from PostgreSQL + fold + compare counters). Target: <= 3 s.
+
+Run: `make bench` (or `python benchmarks/store.py --events 60000 --replay 1000000`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from benchmarks._db import bench_database
+from services.cli.eventlog import audit_database
+from shared.events import contracts as c
+from shared.events.envelope import Metadata, NewEvent
+from shared.policy.audit import LogEntry, Replay
+from shared.store.batching import AppendBatcher
+from shared.store.eventstore import EventStore
+
+POOLS = [f"pool-{i}" for i in range(10)]
+AT = datetime(2026, 11, 23, 12, tzinfo=UTC)
+META = Metadata("bench")
+
+
+def pool_object(name: str) -> dict:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "limits": {"cpu": "100000000", "memory": "100000000Gi", "nodes": "100000000"},
+            "disruption": {"budgets": [{"nodes": "10%"}]},
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [],
+                }
+            },
+        },
+    }
+
+
+def lifecycle(claim: str, pool: str) -> list[tuple[str, dict]]:
+    """(type, data) of one claim's four counted events."""
+    cap = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    base = {"nodeclaim": claim, "nodepool": pool}
+    return [
+        (
+            "NodeClaimCreated",
+            {**base, "instance_types": [{"name": "m5.xlarge", "capacity": cap}], "pods": [], "requirements": []},
+        ),
+        (
+            "NodeClaimLaunched",
+            {**base, "instance_type": "m5.xlarge", "capacity": cap, "provider_id": f"sim:///{claim}"},
+        ),
+        ("NodeClaimInitialized", dict(base)),
+        ("NodeClaimTerminated", {**base, "reason": "bench"}),
+    ]
+
+
+def event(stream: str, kind: str, data: dict) -> NewEvent:
+    return NewEvent(stream, kind, data, AT, META)
+
+
+async def apply_pools(store: EventStore) -> None:
+    for pool in POOLS:
+        applied = c.NodePoolApplied(nodepool=pool, nodepool_object=pool_object(pool))
+        await store.append(applied.stream_id, None, [NewEvent.of(applied, occurred_at=AT, producer="bench")])
+
+
+async def drive(append, total_events: int, writers: int) -> tuple[float, list[float]]:
+    """`writers` tasks each take claims and append their lifecycle one event at a time."""
+    claims = total_events // 4
+    latencies: list[float] = []
+    next_claim = iter(range(claims))
+
+    async def writer() -> None:
+        for i in next_claim:
+            name = f"c-{uuid.uuid4().hex[:12]}-{i}"
+            stream = f"nodeclaim-{name}"
+            for version, (kind, data) in enumerate(lifecycle(name, POOLS[i % len(POOLS)])):
+                t = time.perf_counter()
+                await append(stream, version, [event(stream, kind, data)])
+                latencies.append(time.perf_counter() - t)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(writer() for _ in range(writers)))
+    return time.perf_counter() - start, latencies
+
+
+async def baseline(url: str, total_events: int, writers: int) -> float:
+    """The same rows, one INSERT per transaction, no checks, counters or lock."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    pool = await asyncpg.create_pool(
+        user=u.username,
+        host=u.query.get("host") or u.host,
+        port=u.port,
+        database=u.database,
+        min_size=writers,
+        max_size=writers,
+    )
+    claims = total_events // 4
+    next_claim = iter(range(claims))
+
+    async def writer() -> None:
+        async with pool.acquire() as conn:
+            for i in next_claim:
+                name = f"b-{uuid.uuid4().hex[:12]}-{i}"
+                for version, (kind, data) in enumerate(lifecycle(name, POOLS[i % len(POOLS)]), 1):
+                    await conn.execute(
+                        "INSERT INTO events (event_id, stream_id, version, type, data, occurred_at)"
+                        " VALUES ($1, $2, $3, $4, $5::jsonb, $6)",
+                        uuid.uuid4(),
+                        f"nodeclaim-{name}",
+                        version,
+                        kind,
+                        json.dumps(data),
+                        AT,
+                    )
+
+    start = time.perf_counter()
+    await asyncio.gather(*(writer() for _ in range(writers)))
+    elapsed = time.perf_counter() - start
+    await pool.close()
+    return claims * 4 / elapsed
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=1000)[int(q * 1000) - 1] * 1000
+
+
+async def appends(url: str, total: int) -> dict:
+    store = EventStore.connect(url, pool_size=8)
+    await apply_pools(store)
+    out = {}
+    batcher = AppendBatcher(store, max_batch=400, flushers=3)
+    await drive(batcher.append, 4000, 256)  # warm up: connections, prepared statements
+    seconds, lat = await drive(batcher.append, total, 256)
+    out["batched"] = {
+        "events_per_s": total / seconds,
+        "p50_ms": pct(lat, 0.5),
+        "p99_ms": pct(lat, 0.99),
+        "transactions": batcher.transactions,
+    }
+    await batcher.close()
+    single_total = max(total // 4, 4000)
+    seconds, lat = await drive(store.append, single_total, 16)
+    out["single"] = {"events_per_s": single_total / seconds, "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
+    await store.close()
+    out["baseline_events_per_s"] = await baseline(url, single_total, 16)
+    return out
+
+
+def synthetic_log(n: int) -> list[LogEntry]:
+    entries = [
+        LogEntry(i + 1, f"nodepool-{p}", "NodePoolApplied", {"nodepool": p, "nodepool_object": pool_object(p)}, AT)
+        for i, p in enumerate(POOLS)
+    ]
+    position = len(entries)
+    claim = 0
+    while position < n:
+        name = f"r{claim}"
+        for kind, data in lifecycle(name, POOLS[claim % len(POOLS)]):
+            position += 1
+            entries.append(LogEntry(position, f"nodeclaim-{name}", kind, data, AT + timedelta(milliseconds=position)))
+        claim += 1
+    return entries[:n]
+
+
+async def load_log(url: str, entries: list[LogEntry]) -> None:
+    """Write the log with COPY (setup only: the benchmark times the replay, not this)."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    conn = await asyncpg.connect(user=u.username, host=u.query.get("host") or u.host, port=u.port, database=u.database)
+    versions: dict[str, int] = {}
+    rows = []
+    for e in entries:
+        versions[e.stream_id] = versions.get(e.stream_id, 0) + 1
+        rows.append(
+            (e.position, uuid.uuid4(), e.stream_id, versions[e.stream_id], e.type, json.dumps(e.data), e.occurred_at)
+        )
+    await conn.copy_records_to_table(
+        "events", records=rows, columns=["position", "event_id", "stream_id", "version", "type", "data", "occurred_at"]
+    )
+    await conn.close()
+
+
+async def replay_db(url: str) -> tuple[float, Replay]:
+    """What `nodewright audit` does: fold the log from PostgreSQL, compare with the live table."""
+    start = time.perf_counter()
+    result = await audit_database(url)
+    return time.perf_counter() - start, result.replay
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=60000, help="events for the micro-batched run")
+    parser.add_argument("--replay", type=int, default=1_000_000, help="events in the replayed log")
+    args = parser.parse_args()
+
+    with bench_database() as url:
+        results = asyncio.run(appends(url, args.events))
+    b, s, base = results["batched"], results["single"], results["baseline_events_per_s"]
+    print(
+        f"micro-batched appends with counters: {b['events_per_s']:,.0f} events/s, p50 {b['p50_ms']:.2f} ms, "
+        f"p99 {b['p99_ms']:.2f} ms ({args.events} events, {b['transactions']} transactions; "
+        "target >= 20,000/s at p99 <= 10 ms)"
+    )
+    print(
+        f"one event per transaction with counters: {s['events_per_s']:,.0f} events/s, p50 {s['p50_ms']:.2f} ms, "
+        f"p99 {s['p99_ms']:.2f} ms (target >= 2,000/s)"
+    )
+    print(
+        f"baseline, bare INSERT per transaction (no checks, counters, ordering lock): {base:,.0f} events/s; "
+        f"ratios: batched {b['events_per_s'] / base:.1f}x, single {s['events_per_s'] / base:.2f}x"
+    )
+
+    entries = synthetic_log(args.replay)
+    start = time.perf_counter()
+    folded = Replay()
+    folded.feed(entries)
+    fold_s = time.perf_counter() - start
+    print(
+        f"audit fold of {len(entries):,} events in memory: {fold_s:.2f} s ({len(entries) / fold_s:,.0f} events/s), "
+        f"violations {len(folded.violations)}"
+    )
+    with bench_database() as url:
+        asyncio.run(load_log(url, entries))
+        del entries
+        seconds, replayed = asyncio.run(replay_db(url))
+    print(
+        f"audit replay of {replayed.events:,} events from PostgreSQL (read + fold): {seconds:.2f} s "
+        f"(target <= 3 s); fold share {fold_s / seconds:.0%}"
+    )
+    print(
+        json.dumps(
+            {
+                "batched": b,
+                "single": s,
+                "baseline_events_per_s": base,
+                "replay_seconds": seconds,
+                "fold_seconds": fold_s,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""`nodewright migrate`, `audit`, `replay --at`, `events export` and `relay`: the log, read back.
+
+Audit and replay fold the log with the same pure code the store runs when it appends
+(`shared.policy.audit`), from the database or from an exported JSONL file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from shared.events.envelope import RecordedEvent
+from shared.policy.audit import LogEntry, Replay
+from shared.policy.counters import PoolCounters
+from shared.store.eventstore import EventStore
+from shared.store.migrate import current_revision, head_revision, upgrade
+
+
+class NotMigrated(RuntimeError):
+    pass
+
+
+async def migrate(url: str) -> str:
+    before, after = await upgrade(url)
+    if before == after:
+        return f"database already at revision {after}: nothing to do"
+    return f"database migrated from {before or 'empty'} to revision {after}"
+
+
+async def open_store(url: str) -> EventStore:
+    revision, head = await current_revision(url), head_revision()
+    if revision != head:
+        raise NotMigrated(f"the database is at revision {revision or 'none'}, not {head}: run `nodewright migrate`")
+    return EventStore.connect(url, pool_size=2)
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+
+async def export(url: str, path: Path) -> int:
+    store = await open_store(url)
+    count = 0
+    try:
+        with path.open("w", encoding="utf-8") as out:
+            async for page in store.read_all(batch_size=10000):
+                out.writelines(json.dumps(e.to_json_dict(), separators=(",", ":")) + "\n" for e in page)
+                count += len(page)
+    finally:
+        await store.close()
+    return count
+
+
+def read_jsonl(path: Path) -> Iterator[LogEntry]:
+    """The log back from `events export`; a bad line is an error naming its number."""
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                event = RecordedEvent.from_json_dict(json.loads(line))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not an exported event: {exc}") from None
+            yield LogEntry(event.position, event.stream_id, event.type, event.data, event.occurred_at)
+
+
+# --- audit and replay -------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditResult:
+    replay: Replay
+    counters_match: bool | None
+    mismatches: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.replay.violations and self.counters_match is not False
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.replay
+        out: dict[str, Any] = {
+            "events": r.events,
+            "launches": r.launches,
+            "disruptions": r.disruptions,
+            "violations": [v.to_dict() for v in r.violations],
+            "counters_match": self.counters_match,
+        }
+        if self.mismatches:
+            out["counter_mismatches"] = self.mismatches
+        if r.explain:
+            out["explain"] = {
+                "stream": r.explain,
+                "story": [
+                    {"position": c.position, "at": c.at.isoformat(), "type": c.type, "text": c.text, **c.facts}
+                    for c in r.story
+                ],
+            }
+        return out
+
+
+async def fold_database(url: str, *, until: datetime | None = None, explain: str | None = None) -> tuple[Replay, dict]:
+    """The replay of the database's log, and its live counters."""
+    store = await open_store(url)
+    try:
+        replay = Replay(until=until, explain=explain)
+        pages = store.log_entries()
+        # fetch the next page while this one is folded: PostgreSQL works on the other core
+        upcoming = asyncio.ensure_future(anext(pages, None))
+        while (page := await upcoming) is not None:
+            upcoming = asyncio.ensure_future(anext(pages, None))
+            if not replay.feed(page):
+                upcoming.cancel()
+                break
+        await pages.aclose()
+        live = await store.counters()
+    finally:
+        await store.close()
+    return replay, live
+
+
+def compare_counters(replayed: dict[str, PoolCounters], live: dict[str, PoolCounters]) -> list[str]:
+    """Where the live table and the replay disagree; rows no event ever changed are ignored."""
+    out = []
+    for name in sorted(set(replayed) | set(live)):
+        mine = replayed[name].comparable() if name in replayed else None
+        theirs = live[name].comparable() if name in live and live[name].version else None
+        if mine == theirs:
+            continue
+        if mine is None or theirs is None:
+            out.append(f"nodepool {name}: {'only in the live table' if mine is None else 'missing from the table'}")
+            continue
+        for key in mine:
+            if mine[key] != theirs[key]:
+                out.append(f"nodepool {name}: {key} live={theirs[key]!r} replayed={mine[key]!r}")
+    return out
+
+
+async def audit_database(url: str, explain: str | None = None) -> AuditResult:
+    replay, live = await fold_database(url, explain=explain)
+    mismatches = compare_counters(replay.pools, live)
+    return AuditResult(replay, not mismatches, mismatches)
+
+
+def audit_file(path: Path, explain: str | None = None) -> AuditResult:
+    replay = Replay(explain=explain)
+    replay.feed(read_jsonl(path))
+    return AuditResult(replay, None, [])
+
+
+def render_audit(result: AuditResult) -> str:
+    r = result.replay
+    lines = [f"events: {r.events}  launches: {r.launches}  disruptions: {r.disruptions}"]
+    if result.counters_match is None:
+        lines.append("counters: no live table to compare (audit of a file)")
+    elif result.counters_match:
+        lines.append(f"counters: the live table equals the replay ({len(r.pools)} nodepools)")
+    else:
+        lines.append("counters: the live table DIFFERS from the replay")
+        lines.extend(f"  {m}" for m in result.mismatches)
+    if r.violations:
+        lines.append(f"violations: {len(r.violations)}")
+        lines.extend(f"  #{v.position} {v.stream} {v.type} [{v.rule}] {v.detail}" for v in r.violations)
+    else:
+        lines.append("violations: none")
+    if r.explain:
+        lines.append("")
+        lines.append(f"{r.explain}:")
+        if not r.story:
+            lines.append("  no event of the log mentions it")
+        lines.extend(f"  {c.at.isoformat()}  #{c.position}  {c.text}" for c in r.story)
+    return "\n".join(lines)
+
+
+def point_in_time(replay: Replay, at: datetime) -> dict[str, Any]:
+    return {
+        "at": at.isoformat(),
+        "position": replay.last_position,
+        "events": replay.events,
+        "nodepools": {
+            name: {**pool.comparable(), "disrupting_by_reason": pool.disrupting_by_reason()}
+            for name, pool in sorted(replay.pools.items())
+        },
+    }
+
+
+def render_point_in_time(view: dict[str, Any]) -> str:
+    lines = [f"at {view['at']} (log position {view['position']}, {view['events']} events)"]
+    if not view["nodepools"]:
+        lines.append("  no nodepool yet")
+    for name, pool in view["nodepools"].items():
+        spec = pool["spec"]
+        state = "applied" if spec is not None else "not applied (deleted or never valid)"
+        limits = (spec or {}).get("spec", {}).get("limits") or {}
+        lines.append(f"nodepool {name}: {state}")
+        lines.append(f"  limits: {_kv(limits) or 'none'}")
+        lines.append(
+            f"  nodes {pool['nodes']} (in flight {pool['in_flight']}, initialized {pool['initialized']}); "
+            f"resources {_kv(pool['resources']) or 'none'}"
+        )
+        lines.append(f"  disrupting: {_kv(pool['disrupting_by_reason']) or 'none'}")
+    return "\n".join(lines)
+
+
+def _kv(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+# --- relay ---------------------------------------------------------------------------------------------
+
+
+async def relay(database_url: str, nats_url: str, *, once: bool) -> int:
+    from shared.bus.relay import OutboxRelay, connect
+
+    store = await open_store(database_url)
+    nc, js = await connect(nats_url)
+    try:
+        outbox = OutboxRelay(store, js)
+        if once:
+            return await outbox.drain()
+        stop = asyncio.Event()
+        await outbox.run(stop)
+        return outbox.published
+    finally:
+        await nc.close()
+        await store.close()

@@ -1,0 +1,1 @@
+"""The bus: NATS JetStream, one stream `NODEWRIGHT` for every event."""

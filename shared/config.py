@@ -1,0 +1,73 @@
+"""Process configuration from `NODEWRIGHT_*` environment variables.
+
+With no URLs set, local commands and tests start embedded servers under `data_dir`
+(see `shared.runtime.servers`), so a fresh machine needs no PostgreSQL or NATS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+
+_ASYNC_DRIVER = "postgresql+asyncpg"
+_PLAIN_SCHEMES = frozenset({"postgres", "postgresql"})
+
+
+def async_database_url(url: str) -> str:
+    """The SQLAlchemy asyncpg form of a PostgreSQL URL, otherwise unchanged.
+
+    Operators paste libpq URLs (`postgres://`, `postgresql://`, `?sslmode=require`); SQLAlchemy's
+    asyncpg dialect needs the `+asyncpg` driver and passes query parameters to asyncpg as keyword
+    arguments, where the libpq name `sslmode` is spelled `ssl`. The rest of the text is kept as
+    written (no re-encoding), so the result can go into an Alembic/ConfigParser file unchanged.
+    """
+    parsed = make_url(url)
+    if parsed.drivername in _PLAIN_SCHEMES:
+        url = f"{_ASYNC_DRIVER}://{url.partition('://')[2]}"
+    elif parsed.drivername != _ASYNC_DRIVER:
+        raise ValueError(
+            f"unsupported database URL scheme {parsed.drivername!r}: use postgresql://, postgres:// "
+            f"or {_ASYNC_DRIVER}://"
+        )
+    if "sslmode" not in parsed.query:
+        return url
+    query = dict(parsed.query)
+    sslmode = query.pop("sslmode")
+    query.setdefault("ssl", sslmode)
+    return make_url(url).set(query=query).render_as_string(hide_password=False)
+
+
+class Settings(BaseSettings):
+    """Everything a nodewright process reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="NODEWRIGHT_", extra="ignore")
+
+    database_url: str | None = None
+    """SQLAlchemy async URL (postgresql+asyncpg://...); None starts an embedded PostgreSQL."""
+    nats_url: str | None = None
+    """nats://host:port of a JetStream-enabled server; None starts an embedded nats-server."""
+    data_dir: Path = Path(".nodewright")
+    """Where embedded servers keep their data between runs."""
+    log_level: str = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_database_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return async_database_url(value.strip())
+
+    @field_validator("nats_url")
+    @classmethod
+    def _blank_nats_url_is_unset(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return value.strip()
+
+
+def settings() -> Settings:
+    """Read the environment now; not cached, so tests can change variables between calls."""
+    return Settings()

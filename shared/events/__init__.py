@@ -1,0 +1,1 @@
+"""Event contracts: what each service may say happened, as versioned pydantic models."""

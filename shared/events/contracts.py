@@ -1,0 +1,283 @@
+"""Every event nodewright records, one pydantic model each, with a type name and a schema version.
+
+Events are facts in the past tense. The stream an event belongs to follows from its payload
+(`stream_id`), and so does its bus subject (`nodewright.events.<stream kind>.<Type>`). Payloads
+are snake_case JSON; quantities are Kubernetes quantity strings. A decision event carries the
+inputs it was taken on (pods, headroom, budgets), so `nodewright audit --explain` can tell why.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shared.api.nodepool import DisruptionReason
+from shared.api.quantity import Quantity
+
+Resources = dict[str, Quantity]
+
+FORCEFUL_REASONS = frozenset({"Expired", "OverLimit"})
+"""Reasons that pass budgets (upstream's forceful expiration; seed 001's removal above a lowered limit)."""
+DISRUPTION_REASONS = frozenset(r.value for r in DisruptionReason) | FORCEFUL_REASONS
+
+
+class Event(BaseModel):
+    """The base of every contract; `TYPE` and `SCHEMA_VERSION` name it on the wire."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    TYPE: ClassVar[str]
+    SCHEMA_VERSION: ClassVar[int] = 1
+    STREAM_KIND: ClassVar[str]
+
+    @property
+    def stream_id(self) -> str:
+        return f"{self.STREAM_KIND}-{self._stream_key()}"
+
+    def _stream_key(self) -> str:
+        raise TypeError(f"{type(self).__name__} must say which stream it belongs to")
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class NodePoolEvent(Event):
+    STREAM_KIND: ClassVar[str] = "nodepool"
+    nodepool: str
+
+    def _stream_key(self) -> str:
+        return self.nodepool
+
+
+class NodeClaimEvent(Event):
+    STREAM_KIND: ClassVar[str] = "nodeclaim"
+    nodeclaim: str
+    nodepool: str
+
+    def _stream_key(self) -> str:
+        return self.nodeclaim
+
+
+class PodEvent(Event):
+    STREAM_KIND: ClassVar[str] = "pod"
+    namespace: str
+    name: str
+
+    def _stream_key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class NodeEvent(Event):
+    STREAM_KIND: ClassVar[str] = "node"
+    node: str
+
+    def _stream_key(self) -> str:
+        return self.node
+
+
+class DisruptionEvent(Event):
+    STREAM_KIND: ClassVar[str] = "disruption"
+    decision_id: str
+    nodepool: str
+    reason: str = Field(description="a budget reason (Underutilized, Empty, Drifted), Expired or OverLimit")
+
+    def _stream_key(self) -> str:
+        return self.decision_id
+
+    @field_validator("reason")
+    @classmethod
+    def _known_reason(cls, value: str) -> str:
+        if value not in DISRUPTION_REASONS:
+            raise ValueError(f"Unsupported value: {value!r}: supported values: {', '.join(sorted(DISRUPTION_REASONS))}")
+        return value
+
+
+# --- NodePools (watcher) -------------------------------------------------------------------------
+
+
+class NodePoolApplied(NodePoolEvent):
+    """A valid NodePool spec is in force from this event on; limits and budgets come from it."""
+
+    TYPE: ClassVar[str] = "NodePoolApplied"
+    nodepool_object: dict[str, Any] = Field(description="the NodePool as the API server returns it")
+
+
+class NodePoolRejected(NodePoolEvent):
+    TYPE: ClassVar[str] = "NodePoolRejected"
+    errors: list[dict[str, str]] = Field(description="[{path, message}] as `nodewright validate` reports them")
+
+
+class NodePoolDeleted(NodePoolEvent):
+    TYPE: ClassVar[str] = "NodePoolDeleted"
+
+
+class DisruptionBlocked(NodePoolEvent):
+    """Upstream's `DisruptionBlocked` Kubernetes event on the NodePool, with its message."""
+
+    TYPE: ClassVar[str] = "DisruptionBlocked"
+    reason: str
+    cause: str
+    message: str
+
+
+# --- Pods and nodes (watcher) --------------------------------------------------------------------
+
+
+class PodPending(PodEvent):
+    TYPE: ClassVar[str] = "PodPending"
+    requests: Resources = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    priority: int = 0
+
+
+class PodBound(PodEvent):
+    TYPE: ClassVar[str] = "PodBound"
+    node: str
+
+
+class PodDeleted(PodEvent):
+    TYPE: ClassVar[str] = "PodDeleted"
+
+
+class PodEvicted(PodEvent):
+    TYPE: ClassVar[str] = "PodEvicted"
+    node: str
+    nodeclaim: str | None = None
+
+
+class NodeDeleted(NodeEvent):
+    TYPE: ClassVar[str] = "NodeDeleted"
+    nodeclaim: str | None = None
+
+
+# --- The NodeClaim lifecycle ---------------------------------------------------------------------
+
+
+class InstanceTypeOption(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    capacity: Resources
+    price: float | None = None
+
+
+class LimitCheck(BaseModel):
+    """What the reservation saw when it granted a launch: usage before it, the limits, the headroom."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    usage: Resources
+    limits: Resources
+    headroom: Resources
+
+
+class NodeClaimCreated(NodeClaimEvent):
+    """Capacity reserved against the pool's limits: the largest capacity among `instance_types`,
+    and one `nodes`. `limit_check` is filled in by the store inside the reserving transaction."""
+
+    TYPE: ClassVar[str] = "NodeClaimCreated"
+    instance_types: list[InstanceTypeOption] = Field(min_length=1)
+    pods: list[str] = Field(default_factory=list, description="namespace/name of the pods it is for")
+    requirements: list[dict[str, Any]] = Field(default_factory=list)
+    replacement_for: str | None = Field(default=None, description="the DisruptionDecided it replaces for")
+    limit_check: LimitCheck | None = None
+
+
+class NodeClaimLaunched(NodeClaimEvent):
+    """The cloud gave an instance; the reservation settles to this type's capacity."""
+
+    TYPE: ClassVar[str] = "NodeClaimLaunched"
+    instance_type: str
+    capacity: Resources
+    provider_id: str
+    capacity_type: str | None = None
+    zone: str | None = None
+
+
+class NodeClaimLaunchFailed(NodeClaimEvent):
+    """The launch failed (insufficient capacity, ...); the reservation is released."""
+
+    TYPE: ClassVar[str] = "NodeClaimLaunchFailed"
+    reason: str
+    message: str = ""
+
+
+class NodeClaimRegistered(NodeClaimEvent):
+    TYPE: ClassVar[str] = "NodeClaimRegistered"
+    node: str
+
+
+class NodeClaimInitialized(NodeClaimEvent):
+    TYPE: ClassVar[str] = "NodeClaimInitialized"
+
+
+class NodeClaimDraining(NodeClaimEvent):
+    TYPE: ClassVar[str] = "NodeClaimDraining"
+    decision_id: str | None = None
+
+
+class NodeClaimTerminated(NodeClaimEvent):
+    """The instance is gone; the claim no longer counts anywhere."""
+
+    TYPE: ClassVar[str] = "NodeClaimTerminated"
+    reason: str = ""
+
+
+# --- Disruption ----------------------------------------------------------------------------------
+
+
+class BudgetCheck(BaseModel):
+    """What the reservation saw when it granted a disruption, for replay and `--explain`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    nodes: int
+    disrupting: int
+    allowed: int | None
+    remaining: int | None
+    node_limit: int | None
+    pool_nodes: int
+    active_budgets: list[int] = Field(default_factory=list, description="indexes of budgets active then")
+
+
+class DisruptionDecided(DisruptionEvent):
+    """Candidates are marked for `reason`; `replacements` are created in the same transaction.
+    `budget_check` is filled in by the store inside the reserving transaction."""
+
+    TYPE: ClassVar[str] = "DisruptionDecided"
+    candidates: list[str] = Field(min_length=1)
+    replacements: list[str] = Field(default_factory=list)
+    forceful: bool = False
+    command: str = ""
+    budget_check: BudgetCheck | None = None
+
+
+class DisruptionCancelled(DisruptionEvent):
+    TYPE: ClassVar[str] = "DisruptionCancelled"
+    candidates: list[str]
+    why: str = ""
+
+
+class DisruptionCompleted(DisruptionEvent):
+    TYPE: ClassVar[str] = "DisruptionCompleted"
+
+
+CONTRACTS: tuple[type[Event], ...] = (
+    NodePoolApplied,
+    NodePoolRejected,
+    NodePoolDeleted,
+    DisruptionBlocked,
+    PodPending,
+    PodBound,
+    PodDeleted,
+    PodEvicted,
+    NodeDeleted,
+    NodeClaimCreated,
+    NodeClaimLaunched,
+    NodeClaimLaunchFailed,
+    NodeClaimRegistered,
+    NodeClaimInitialized,
+    NodeClaimDraining,
+    NodeClaimTerminated,
+    DisruptionDecided,
+    DisruptionCancelled,
+    DisruptionCompleted,
+)

@@ -1,0 +1,132 @@
+"""The envelope around a payload: identity, stream, causation and time.
+
+`occurred_at` is the clock's time of the decision (a parameter, so replays and accelerated
+clocks agree); `recorded_at` is the database's wall time at commit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shared.events.contracts import Event
+
+SUBJECT_PREFIX = "nodewright.events"
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    producer: str
+    causation_id: str | None = None
+    correlation_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            k: v
+            for k, v in (
+                ("producer", self.producer),
+                ("causation_id", self.causation_id),
+                ("correlation_id", self.correlation_id),
+            )
+            if v is not None
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Metadata:
+        return cls(data.get("producer", ""), data.get("causation_id"), data.get("correlation_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event about to be appended; `data` is the payload as JSON-ready dict."""
+
+    stream_id: str
+    type: str
+    data: dict[str, Any]
+    occurred_at: datetime
+    metadata: Metadata
+    schema_version: int = 1
+    event_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    @classmethod
+    def of(
+        cls,
+        event: Event,
+        *,
+        occurred_at: datetime,
+        producer: str,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+        event_id: uuid.UUID | None = None,
+    ) -> NewEvent:
+        if occurred_at.tzinfo is None:
+            raise ValueError("occurred_at must be timezone-aware")
+        return cls(
+            stream_id=event.stream_id,
+            type=event.TYPE,
+            data=event.payload(),
+            occurred_at=occurred_at,
+            metadata=Metadata(producer, causation_id, correlation_id),
+            schema_version=event.SCHEMA_VERSION,
+            event_id=event_id or uuid.uuid4(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """An event as the log holds it."""
+
+    position: int
+    event_id: uuid.UUID
+    stream_id: str
+    version: int
+    type: str
+    schema_version: int
+    data: dict[str, Any]
+    metadata: Metadata
+    occurred_at: datetime
+    recorded_at: datetime
+
+    @property
+    def subject(self) -> str:
+        return subject(self.stream_id, self.type)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "event_id": str(self.event_id),
+            "stream_id": self.stream_id,
+            "version": self.version,
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "data": self.data,
+            "metadata": self.metadata.to_dict(),
+            "occurred_at": self.occurred_at.isoformat(),
+            "recorded_at": self.recorded_at.isoformat(),
+        }
+
+    @classmethod
+    def from_json_dict(cls, row: dict[str, Any]) -> RecordedEvent:
+        return cls(
+            position=int(row["position"]),
+            event_id=uuid.UUID(row["event_id"]),
+            stream_id=row["stream_id"],
+            version=int(row["version"]),
+            type=row["type"],
+            schema_version=int(row.get("schema_version", 1)),
+            data=row["data"],
+            metadata=Metadata.from_dict(row.get("metadata") or {}),
+            occurred_at=datetime.fromisoformat(row["occurred_at"]),
+            recorded_at=datetime.fromisoformat(row["recorded_at"]),
+        )
+
+
+def stream_kind(stream_id: str) -> str:
+    return stream_id.split("-", 1)[0]
+
+
+def subject(stream_id: str, event_type: str) -> str:
+    """`nodewright.events.<stream kind>.<Type>`: consumers filter by kind or by type."""
+    return f"{SUBJECT_PREFIX}.{stream_kind(stream_id)}.{event_type}"

@@ -1,0 +1,573 @@
+"""Per-NodePool counters, and the rules every counted event must satisfy.
+
+One pure fold serves both sides: the event store runs it inside the transaction that appends an
+event (strict: a broken rule raises and nothing is written), and `nodewright audit` runs it over
+the whole log (reporting: a broken rule is listed and the fold goes on, since the log says it
+happened). So the live table and a replay agree by construction, and a planted event is found.
+
+Counted, per pool: `nodes` (claims created and not ended, launched or in flight, one each),
+`in_flight` (not launched yet), `initialized` (the nodes budgets count), `resources` (reserved
+capacity: the largest among a claim's instance types until it launches, then the launched
+type's), and the claims being disrupted, with their reason and decision.
+
+Payloads are read as plain dicts, not contracts: replaying a million events must take seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from shared.api.nodepool import NODES_RESOURCE, DisruptionReason, NodePool
+from shared.api.quantity import format_quantity, parse
+from shared.api.validation import validate_nodepool
+from shared.policy.budgets import DisruptionBudgets
+from shared.policy.gates import BlockCause, check_disruption
+from shared.policy.limits import NodeLimit, exceeded_limits
+
+FORCEFUL_REASONS = frozenset({"Expired", "OverLimit"})
+
+IN_FLIGHT = "in_flight"
+LAUNCHED = "launched"
+ENDED = "ended"
+
+
+class Rule:
+    """Rule names, as `nodewright audit` reports them."""
+
+    LIMITS = "limits"
+    BUDGET = "budget"
+    NODE_HARD_LIMIT = "node-hard-limit"
+    CAPACITY = "capacity"
+    NODEPOOL = "nodepool"
+    LIFECYCLE = "lifecycle"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    rule: str
+    detail: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+class ReservationError(Exception):
+    """A counted event that breaks a rule; the store appends nothing and raises this."""
+
+    def __init__(self, violation: Violation, nodepool: str = "") -> None:
+        super().__init__(violation.detail)
+        self.violation = violation
+        self.nodepool = nodepool
+
+    @property
+    def rule(self) -> str:
+        return self.violation.rule
+
+    @property
+    def numbers(self) -> dict[str, Any]:
+        return self.violation.numbers
+
+
+class LimitExceeded(ReservationError):
+    pass
+
+
+class BudgetExceeded(ReservationError):
+    pass
+
+
+class NodeLimitExceeded(ReservationError):
+    pass
+
+
+class InvalidTransition(ReservationError):
+    pass
+
+
+ERRORS: dict[str, type[ReservationError]] = {
+    Rule.LIMITS: LimitExceeded,
+    Rule.CAPACITY: LimitExceeded,
+    Rule.BUDGET: BudgetExceeded,
+    Rule.NODE_HARD_LIMIT: NodeLimitExceeded,
+    Rule.NODEPOOL: InvalidTransition,
+    Rule.LIFECYCLE: InvalidTransition,
+}
+
+
+@functools.lru_cache(maxsize=4096)
+def quantity(text: str) -> Decimal:
+    return parse(text)
+
+
+def resources_of(raw: Mapping[str, str]) -> dict[str, Decimal]:
+    return {name: quantity(str(value)) for name, value in raw.items()}
+
+
+def format_resources(values: Mapping[str, Decimal]) -> dict[str, str]:
+    return {name: format_quantity(value, binary=name in _BINARY) for name, value in sorted(values.items())}
+
+
+_BINARY = frozenset({"memory", "ephemeral-storage", "storage"})
+
+
+def largest_capacity(instance_types: Iterable[Mapping[str, Any]]) -> dict[str, Decimal]:
+    """Per resource, the largest capacity among the options (upstream's pessimistic subtractMax)."""
+    out: dict[str, Decimal] = {}
+    for option in instance_types:
+        for name, value in resources_of(option["capacity"]).items():
+            if name not in out or value > out[name]:
+                out[name] = value
+    return out
+
+
+@dataclass(slots=True)
+class ClaimState:
+    """One NodeClaim as the counters see it."""
+
+    nodepool: str
+    resources: dict[str, Decimal]
+    phase: str = IN_FLIGHT
+    initialized: bool = False
+    replacement_for: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodepool": self.nodepool,
+            "resources": format_resources(self.resources),
+            "phase": self.phase,
+            "initialized": self.initialized,
+        }
+
+
+@dataclass(slots=True)
+class PoolCounters:
+    """The `nodepool_counters` row of one pool."""
+
+    nodepool: str
+    spec: dict[str, Any] | None = None
+    nodes: int = 0
+    in_flight: int = 0
+    initialized: int = 0
+    resources: dict[str, Decimal] = field(default_factory=dict)
+    disrupting: dict[str, list[str]] = field(default_factory=dict)  # claim -> [reason, decision id]
+    version: int = 0
+    last_position: int = 0
+    _policy: _PoolPolicy | None = None
+    _policy_for: dict[str, Any] | None = None
+
+    def usage(self) -> dict[str, Decimal]:
+        return {**self.resources, NODES_RESOURCE: Decimal(self.nodes)}
+
+    def disrupting_by_reason(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for reason, _ in self.disrupting.values():
+            out[reason] = out.get(reason, 0) + 1
+        return dict(sorted(out.items()))
+
+    def policy(self) -> _PoolPolicy | None:
+        if self.spec is None:
+            return None
+        if self._policy is None or self._policy_for is not self.spec:
+            self._policy = _policy_of(json.dumps(self.spec, sort_keys=True))
+            self._policy_for = self.spec
+        return self._policy
+
+    def comparable(self) -> dict[str, Any]:
+        """The counted state, for comparing a replay with the live table."""
+        return {
+            "nodepool": self.nodepool,
+            "spec": self.spec,
+            "nodes": self.nodes,
+            "in_flight": self.in_flight,
+            "initialized": self.initialized,
+            "resources": format_resources({k: v for k, v in self.resources.items() if v}),
+            "disrupting": dict(sorted(self.disrupting.items())),
+            "version": self.version,
+            "last_position": self.last_position,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolPolicy:
+    nodepool: NodePool
+    limits: dict[str, Decimal]
+    budgets: DisruptionBudgets
+    soft: bool
+
+
+@functools.lru_cache(maxsize=1024)
+def _policy_of(spec_text: str) -> _PoolPolicy:
+    """The parsed NodePool, keyed by its canonical JSON: each spec is parsed once per process."""
+    nodepool = NodePool.model_validate_json(spec_text)
+    limits = {name: q.value for name, q in (nodepool.spec.limits or {}).items()}
+    soft = nodepool.spec.disruption.node_limit_mode == "Soft"
+    return _PoolPolicy(nodepool, limits, DisruptionBudgets.of(nodepool), soft)
+
+
+ClaimLookup = MutableMapping[str, ClaimState]
+Check = Callable[[PoolCounters, ClaimLookup, dict[str, Any], datetime, bool], "Outcome"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What checking one event found: a violation, or the figures to record with it."""
+
+    violation: Violation | None = None
+    record: dict[str, Any] | None = None
+
+
+OK = Outcome()
+
+
+def counted_pool(event_type: str, data: Mapping[str, Any]) -> str | None:
+    """The pool whose counters this event changes, or None when it changes none."""
+    if event_type in _EVOLVE:
+        return data.get("nodepool")
+    return None
+
+
+def check(
+    pool: PoolCounters,
+    claims: ClaimLookup,
+    event_type: str,
+    data: dict[str, Any],
+    occurred_at: datetime,
+    record: bool = True,
+) -> Outcome:
+    """Whether the event may be appended now. With `record`, also the figures the decision was
+    taken on, to store with it; a replay asks for them only where it explains."""
+    rule = _CHECK.get(event_type)
+    return OK if rule is None else rule(pool, claims, data, occurred_at, record)
+
+
+def evolve(pool: PoolCounters, claims: ClaimLookup, event_type: str, data: dict[str, Any], position: int) -> None:
+    """Apply a counted event (already checked, or recorded anyway) to the pool and its claims."""
+    step = _EVOLVE.get(event_type)
+    if step is not None:
+        step(pool, claims, data)
+        pool.version += 1
+        pool.last_position = position
+
+
+def raise_for(outcome: Outcome, nodepool: str) -> None:
+    if outcome.violation is not None:
+        raise ERRORS[outcome.violation.rule](outcome.violation, nodepool)
+
+
+# --- checks ----------------------------------------------------------------------------------------
+
+
+def _violation(rule: str, detail: str, **numbers: Any) -> Outcome:
+    return Outcome(Violation(rule, detail, numbers))
+
+
+def _check_applied(
+    pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any], at: datetime, record: bool
+) -> Outcome:
+    result = validate_nodepool(data["nodepool_object"])
+    if result.errors:
+        errors = "; ".join(f"{e.path}: {e.message}" for e in result.errors)
+        return _violation(Rule.NODEPOOL, f"nodepool {pool.nodepool} is not valid: {errors}")
+    if result.name != pool.nodepool:
+        return _violation(Rule.NODEPOOL, f"the object applied for nodepool {pool.nodepool} is named {result.name!r}")
+    return OK
+
+
+def _check_created(
+    pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any], at: datetime, record: bool
+) -> Outcome:
+    name = data["nodeclaim"]
+    if name in claims:
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} was already created")
+    policy = pool.policy()
+    if policy is None:
+        return _violation(Rule.NODEPOOL, f"nodepool {pool.nodepool} is not applied; no NodeClaim may be created")
+    adding = largest_capacity(data["instance_types"])
+    adding[NODES_RESOURCE] = _ONE
+    limits = policy.limits
+    resources = pool.resources
+    decision = data.get("replacement_for")
+    if decision is None:
+        exceeded = False
+        for res, limit in limits.items():
+            used = Decimal(pool.nodes) if res == NODES_RESOURCE else resources.get(res, _ZERO)
+            if used + adding.get(res, _ZERO) > limit:
+                exceeded = True
+                break
+        if not exceeded and not record:
+            return OK
+        usage = pool.usage()
+    else:
+        # Upstream leaves candidates' capacity out of a replacement's simulation; the node count
+        # keeps them in `Hard` mode (seed 001), and `Soft` mode lets replacements pass it.
+        usage = pool.usage()
+        for claim, (_, decided_by) in pool.disrupting.items():
+            if decided_by == decision and claim in claims:
+                for res, value in claims[claim].resources.items():
+                    usage[res] = usage.get(res, _ZERO) - value
+        if policy.soft:
+            limits = {res: limit for res, limit in limits.items() if res != NODES_RESOURCE}
+    over = exceeded_limits(limits, usage, adding)
+    if over:
+        parts = ", ".join(
+            f"{res} {format_quantity(after)} > limit {format_quantity(limit)}" for res, (after, limit) in over.items()
+        )
+        return _violation(
+            Rule.LIMITS,
+            f"nodepool {pool.nodepool}: creating {name} would exceed its limits: {parts}",
+            exceeded={res: [str(after), str(limit)] for res, (after, limit) in over.items()},
+            usage=format_resources(usage),
+            limits=format_resources(limits),
+        )
+    if not record:
+        return OK
+    headroom = {res: limit - usage.get(res, _ZERO) for res, limit in limits.items()}
+    return Outcome(
+        record={
+            "limit_check": {
+                "usage": format_resources({res: usage.get(res, _ZERO) for res in limits}),
+                "limits": format_resources(limits),
+                "headroom": format_resources(headroom),
+            }
+        }
+    )
+
+
+_ZERO = Decimal(0)
+_ONE = Decimal(1)
+
+
+def _check_launched(
+    pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any], at: datetime, record: bool
+) -> Outcome:
+    claim = claims.get(data["nodeclaim"])
+    bad = _not_in_flight(claim, data)
+    if bad is not None:
+        return bad
+    assert claim is not None
+    capacity = resources_of(data["capacity"])
+    policy = pool.policy()
+    limited = policy.limits if policy is not None else {}
+    larger = {
+        res: [str(value), str(claim.resources.get(res, Decimal(0)))]
+        for res, value in capacity.items()
+        if value > claim.resources.get(res, Decimal(0)) and res in limited
+    }
+    if larger:
+        return _violation(
+            Rule.CAPACITY,
+            f"nodeclaim {data['nodeclaim']} launched as {data['instance_type']}, larger than it reserved: "
+            + ", ".join(f"{res} {got} > {had}" for res, (got, had) in larger.items()),
+            larger=larger,
+        )
+    return OK
+
+
+def _not_in_flight(claim: ClaimState | None, data: dict[str, Any]) -> Outcome | None:
+    name = data["nodeclaim"]
+    if claim is None:
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} was never created")
+    if claim.nodepool != data["nodepool"]:
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} belongs to nodepool {claim.nodepool}")
+    if claim.phase != IN_FLIGHT:
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} is {claim.phase}, not in flight")
+    return None
+
+
+def _check_known(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any], at: datetime, record: bool) -> Outcome:
+    claim = claims.get(data["nodeclaim"])
+    if claim is None:
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} was never created")
+    if claim.nodepool != data["nodepool"]:
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} belongs to nodepool {claim.nodepool}")
+    return OK
+
+
+def _check_decided(
+    pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any], at: datetime, record: bool
+) -> Outcome:
+    policy = pool.policy()
+    if policy is None:
+        return _violation(Rule.NODEPOOL, f"nodepool {pool.nodepool} is not applied; nothing may be disrupted")
+    for name in data["candidates"]:
+        claim = claims.get(name)
+        if claim is None or claim.phase == ENDED or claim.nodepool != pool.nodepool:
+            return _violation(Rule.LIFECYCLE, f"candidate {name} is not a live NodeClaim of nodepool {pool.nodepool}")
+        if name in pool.disrupting:
+            return _violation(Rule.LIFECYCLE, f"candidate {name} is already being disrupted")
+    reason = data["reason"]
+    candidates = len(data["candidates"])
+    replacements = len(data.get("replacements") or ())
+    forceful = reason in FORCEFUL_REASONS or bool(data.get("forceful"))
+    node_limit = NodeLimit.of(policy.nodepool, pool.nodes)
+    figures: dict[str, Any] = {
+        "nodes": pool.initialized,
+        "disrupting": len(pool.disrupting),
+        "allowed": None,
+        "remaining": None,
+        "node_limit": node_limit.limit,
+        "pool_nodes": pool.nodes,
+        "active_budgets": [],
+    }
+    if forceful:
+        return Outcome(record={"budget_check": figures})
+    status = policy.budgets.status(at, pool.initialized, len(pool.disrupting))
+    budget_reason = DisruptionReason(reason)
+    t = at.timestamp()
+    figures.update(
+        allowed=status.allowed(budget_reason),
+        remaining=status.remaining(budget_reason),
+        active_budgets=[b.index for b in policy.budgets.budgets if b.schedule is None or b.schedule.is_active(t)],
+    )
+    gate = check_disruption(
+        budget_reason, status, node_limit, candidates=candidates, replacements=replacements, forceful=False
+    )
+    if not gate.allowed:
+        rule = Rule.BUDGET if gate.cause == BlockCause.BUDGET else Rule.NODE_HARD_LIMIT
+        return _violation(
+            rule,
+            f"nodepool {pool.nodepool}: {gate.message}: {candidates} candidate(s), {replacements} replacement(s), "
+            f"remaining {figures['remaining']}, nodes {pool.nodes}/{node_limit.limit}",
+            candidates=candidates,
+            replacements=replacements,
+            **figures,
+        )
+    return Outcome(record={"budget_check": figures})
+
+
+_CHECK: dict[str, Check] = {
+    "NodePoolApplied": _check_applied,
+    "NodeClaimCreated": _check_created,
+    "NodeClaimLaunched": _check_launched,
+    "NodeClaimLaunchFailed": lambda pool, claims, data, at, record: (
+        _not_in_flight(claims.get(data["nodeclaim"]), data) or OK
+    ),
+    "NodeClaimRegistered": _check_known,
+    "NodeClaimInitialized": _check_known,
+    "NodeClaimDraining": _check_known,
+    "NodeClaimTerminated": _check_known,
+    "DisruptionDecided": _check_decided,
+}
+
+
+# --- evolution ---------------------------------------------------------------------------------------
+
+
+def _add(target: dict[str, Decimal], values: Mapping[str, Decimal], sign: int) -> None:
+    for name, value in values.items():
+        target[name] = target.get(name, Decimal(0)) + sign * value
+
+
+def _applied(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    pool.spec = data["nodepool_object"]
+
+
+def _deleted(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    pool.spec = None
+
+
+def _created(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    name = data["nodeclaim"]
+    if name in claims:
+        return
+    reserved = largest_capacity(data["instance_types"])
+    claims[name] = ClaimState(data["nodepool"], reserved, IN_FLIGHT, False, data.get("replacement_for"))
+    pool.nodes += 1
+    pool.in_flight += 1
+    _add(pool.resources, reserved, 1)
+
+
+def _launched(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    claim = claims.get(data["nodeclaim"])
+    if claim is None or claim.phase != IN_FLIGHT:
+        return
+    capacity = resources_of(data["capacity"])
+    _add(pool.resources, claim.resources, -1)
+    _add(pool.resources, capacity, 1)
+    claim.resources = capacity
+    claim.phase = LAUNCHED
+    pool.in_flight -= 1
+
+
+def _initialized(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    claim = claims.get(data["nodeclaim"])
+    if claim is None or claim.phase == ENDED or claim.initialized:
+        return
+    claim.initialized = True
+    pool.initialized += 1
+
+
+def _ended(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    name = data["nodeclaim"]
+    claim = claims.get(name)
+    if claim is None or claim.phase == ENDED:
+        return
+    _add(pool.resources, claim.resources, -1)
+    pool.nodes -= 1
+    if claim.phase == IN_FLIGHT:
+        pool.in_flight -= 1
+    if claim.initialized:
+        pool.initialized -= 1
+    claim.phase = ENDED
+    pool.disrupting.pop(name, None)
+
+
+def _decided(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    for name in data["candidates"]:
+        claim = claims.get(name)
+        if claim is not None and claim.phase != ENDED:
+            pool.disrupting[name] = [data["reason"], data["decision_id"]]
+
+
+def _cancelled(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    for name in data.get("candidates") or ():
+        entry = pool.disrupting.get(name)
+        if entry is not None and entry[1] == data["decision_id"]:
+            del pool.disrupting[name]
+
+
+def _completed(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    decision = data["decision_id"]
+    for name in [n for n, (_, d) in pool.disrupting.items() if d == decision]:
+        del pool.disrupting[name]
+
+
+def _no_change(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    return None
+
+
+_EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] = {
+    "NodePoolApplied": _applied,
+    "NodePoolDeleted": _deleted,
+    "NodeClaimCreated": _created,
+    "NodeClaimLaunched": _launched,
+    "NodeClaimLaunchFailed": _ended,
+    "NodeClaimRegistered": _no_change,
+    "NodeClaimInitialized": _initialized,
+    "NodeClaimDraining": _no_change,
+    "NodeClaimTerminated": _ended,
+    "DisruptionDecided": _decided,
+    "DisruptionCancelled": _cancelled,
+    "DisruptionCompleted": _completed,
+}
+
+CLAIM_EVENTS = frozenset(t for t in _EVOLVE if t.startswith("NodeClaim"))
+
+
+def fold_claim(events: Iterable[tuple[str, dict[str, Any]]]) -> ClaimState | None:
+    """A claim's state from its own stream's (type, data) pairs, without touching any pool."""
+    claims: dict[str, ClaimState] = {}
+    scratch = PoolCounters("")
+    name = None
+    for event_type, data in events:
+        step = _EVOLVE.get(event_type)
+        if step is None or event_type not in CLAIM_EVENTS:
+            continue
+        name = data["nodeclaim"]
+        scratch.nodepool = data["nodepool"]
+        step(scratch, claims, data)
+    return claims.get(name) if name else None

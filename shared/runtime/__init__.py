@@ -1,0 +1,1 @@
+"""Process plumbing shared by services and tests: embedded PostgreSQL and NATS servers."""

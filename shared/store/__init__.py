@@ -1,0 +1,1 @@
+"""The event store on PostgreSQL: the log, per-NodePool counters, checkpoints."""

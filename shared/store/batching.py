@@ -1,0 +1,62 @@
+"""Micro-batching: many concurrent appends, few transactions.
+
+Callers await `append_unit` as if alone; the batcher gathers whatever arrives while the previous
+transaction is in flight (up to `max_batch` units) and commits them together. Each unit keeps
+its own result: a refused reservation fails alone. With several flushers, one transaction is
+being prepared while another commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+from shared.events.envelope import NewEvent
+from shared.store.eventstore import Append, EventStore, Unit, unit
+
+
+class AppendBatcher:
+    def __init__(self, store: EventStore, *, max_batch: int = 500, flushers: int = 2) -> None:
+        self.store = store
+        self.max_batch = max_batch
+        self._queue: asyncio.Queue[tuple[Unit, asyncio.Future[list[int]]]] = asyncio.Queue()
+        self._tasks = [asyncio.create_task(self._flush_forever()) for _ in range(flushers)]
+        self.transactions = 0
+
+    async def append(self, stream_id: str, expected_version: int | None, events: Sequence[NewEvent]) -> list[int]:
+        return await self.append_unit(unit(stream_id, expected_version, events))
+
+    async def append_unit(self, appends: Sequence[Append]) -> list[int]:
+        future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        await self._queue.put((appends, future))
+        return await future
+
+    async def _flush_forever(self) -> None:
+        while True:
+            first = await self._queue.get()
+            batch = [first]
+            while len(batch) < self.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                results = await self.store.append_units([u for u, _ in batch])
+            except Exception as exc:  # the transaction failed as a whole: every caller hears why
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            self.transactions += 1
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,84 @@
+"""Tables of the event store, as SQLAlchemy Core metadata.
+
+The migrations in `migrations/versions` create exactly this (a test compares them); the
+naming convention gives every constraint a predictable name, so later migrations can refer to it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Identity,
+    Integer,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+NOW = text("clock_timestamp()")
+
+events = Table(
+    "events",
+    metadata,
+    Column("position", BigInteger, Identity(always=False), primary_key=True),
+    Column("event_id", Uuid, nullable=False, unique=True),
+    Column("stream_id", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("schema_version", SmallInteger, nullable=False, server_default=text("1")),
+    Column("data", JSONB, nullable=False),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    UniqueConstraint("stream_id", "version"),
+)
+
+nodepool_counters = Table(
+    "nodepool_counters",
+    metadata,
+    Column("nodepool", Text, primary_key=True),
+    Column("spec", JSONB, nullable=True),
+    Column("nodes", Integer, nullable=False, server_default=text("0")),
+    Column("in_flight", Integer, nullable=False, server_default=text("0")),
+    Column("initialized", Integer, nullable=False, server_default=text("0")),
+    Column("resources", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("disrupting", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("disrupting_by_reason", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("version", BigInteger, nullable=False, server_default=text("0")),
+    Column("last_position", BigInteger, nullable=False, server_default=text("0")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)
+
+consumer_checkpoints = Table(
+    "consumer_checkpoints",
+    metadata,
+    Column("consumer", Text, primary_key=True),
+    Column("position", BigInteger, nullable=False, server_default=text("0")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)
+
+outbox_checkpoint = Table(
+    "outbox_checkpoint",
+    metadata,
+    Column("relay", Text, primary_key=True),
+    Column("position", BigInteger, nullable=False, server_default=text("0")),
+    Column("published", BigInteger, nullable=False, server_default=text("0")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)

@@ -1,0 +1,94 @@
+"""Events for tests: a small vocabulary over the contracts, with sensible defaults."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shared.events import contracts as c
+from shared.events.envelope import NewEvent
+from shared.policy.audit import LogEntry
+from tests.conftest import nodepool_doc
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)  # a Monday
+
+
+def pool_object(
+    name: str, limits: dict[str, str] | None = None, budgets: list[dict] | None = None, mode: str | None = None
+) -> dict[str, Any]:
+    doc = nodepool_doc(**{"metadata.name": name})
+    doc["spec"]["limits"] = limits or {}
+    if not doc["spec"]["limits"]:
+        del doc["spec"]["limits"]
+    doc["spec"]["disruption"] = {"budgets": budgets if budgets is not None else [{"nodes": "10%"}]}
+    if mode:
+        doc["spec"]["disruption"]["nodeLimitMode"] = mode
+    return doc
+
+
+def applied(
+    name: str, limits: dict[str, str] | None = None, budgets: list[dict] | None = None, mode: str | None = None
+) -> c.NodePoolApplied:
+    return c.NodePoolApplied(nodepool=name, nodepool_object=pool_object(name, limits, budgets, mode))
+
+
+def created(
+    claim: str, pool: str, *sizes: tuple[str, str], pods: list[str] | None = None, replacement_for: str | None = None
+) -> c.NodeClaimCreated:
+    """`sizes`: (cpu, memory) of each instance-type option; one 2-cpu/8Gi option by default."""
+    options = [
+        c.InstanceTypeOption(name=f"type-{cpu}-{mem}", capacity={"cpu": cpu, "memory": mem, "pods": "110"})
+        for cpu, mem in (sizes or (("2", "8Gi"),))
+    ]
+    return c.NodeClaimCreated(
+        nodeclaim=claim, nodepool=pool, instance_types=options, pods=pods or [], replacement_for=replacement_for
+    )
+
+
+def launched(claim: str, pool: str, cpu: str = "2", memory: str = "8Gi") -> c.NodeClaimLaunched:
+    return c.NodeClaimLaunched(
+        nodeclaim=claim,
+        nodepool=pool,
+        instance_type=f"type-{cpu}-{memory}",
+        capacity={"cpu": cpu, "memory": memory, "pods": "110"},
+        provider_id=f"sim:///{claim}",
+        capacity_type="on-demand",
+    )
+
+
+def initialized(claim: str, pool: str) -> c.NodeClaimInitialized:
+    return c.NodeClaimInitialized(nodeclaim=claim, nodepool=pool)
+
+
+def failed(claim: str, pool: str) -> c.NodeClaimLaunchFailed:
+    return c.NodeClaimLaunchFailed(nodeclaim=claim, nodepool=pool, reason="InsufficientCapacity")
+
+
+def terminated(claim: str, pool: str) -> c.NodeClaimTerminated:
+    return c.NodeClaimTerminated(nodeclaim=claim, nodepool=pool, reason="disrupted")
+
+
+def decided(
+    decision: str, pool: str, reason: str, candidates: list[str], replacements: list[str] | None = None
+) -> c.DisruptionDecided:
+    return c.DisruptionDecided(
+        decision_id=decision, nodepool=pool, reason=reason, candidates=candidates, replacements=replacements or []
+    )
+
+
+def live_nodes(pool: str, n: int, prefix: str = "n") -> list[c.Event]:
+    """n claims of `pool` created, launched and initialized."""
+    out: list[c.Event] = []
+    for i in range(n):
+        name = f"{pool}-{prefix}{i}"
+        out += [created(name, pool), launched(name, pool), initialized(name, pool)]
+    return out
+
+
+def entries(events: list[c.Event], start: datetime = T0, step: timedelta = timedelta(seconds=1)) -> list[LogEntry]:
+    """A log of these events, one `step` apart, numbered from 1."""
+    return [LogEntry(i, e.stream_id, e.TYPE, e.payload(), start + i * step) for i, e in enumerate(events, 1)]
+
+
+def new(event: c.Event, at: datetime = T0, **kwargs: Any) -> NewEvent:
+    return NewEvent.of(event, occurred_at=at, producer="test", **kwargs)

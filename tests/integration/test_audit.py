@@ -1,0 +1,171 @@
+"""Replay and audit of a real log: the replay equals the live counters, a planted event is found,
+and the JSONL export audits the same as the database. The CLI runs as a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import text
+
+from services.cli.eventlog import audit_database, audit_file, export
+from shared.events.contracts import DisruptionCancelled
+from shared.store.eventstore import EventStore
+from tests.conftest import ROOT
+from tests.factories import T0, applied, created, decided, failed, initialized, launched, new, terminated
+
+
+async def workload(store: EventStore) -> None:
+    """Two pools through a day: launches, a failure, initializations, disruptions, a cancel, terminations."""
+    at = T0
+    for pool, limits in (("web", {"nodes": "6", "cpu": "16"}), ("batch", {"cpu": "64"})):
+        event = applied(
+            pool, limits, budgets=[{"nodes": "50%"}, {"nodes": "0", "schedule": "0 9 * * 1-5", "duration": "1h"}]
+        )
+        await store.append(event.stream_id, None, [new(event, at)])
+        await store.reserve_launch(
+            [
+                created(f"{pool}-{i}", pool, ("2", "8Gi"), ("4", "16Gi"), pods=[f"default/{pool}-pod-{i}"])
+                for i in range(4)
+            ],
+            occurred_at=at,
+            producer="scheduler",
+        )
+        for i in range(4):
+            name = f"{pool}-{i}"
+            lifecycle = [failed(name, pool)] if i == 3 else [launched(name, pool), initialized(name, pool)]
+            for e in lifecycle:
+                await store.append(e.stream_id, None, [new(e, at)])
+        at += timedelta(hours=1)
+        await store.reserve_disruption(
+            decided(f"{pool}-d1", pool, "Empty", [f"{pool}-0"]), occurred_at=at, producer="disruption"
+        )
+        cancel = DisruptionCancelled(decision_id=f"{pool}-d1", nodepool=pool, reason="Empty", candidates=[f"{pool}-0"])
+        await store.append(cancel.stream_id, None, [new(cancel, at)])
+        await store.reserve_disruption(
+            decided(f"{pool}-d2", pool, "Drifted", [f"{pool}-1"]), occurred_at=at, producer="disruption"
+        )
+        gone = terminated(f"{pool}-1", pool)
+        await store.append(gone.stream_id, None, [new(gone, at)])
+
+
+async def plant(store: EventStore, event, at, position_hint: str = "") -> None:
+    """Write an event straight into the table, past every check (what a buggy writer might do)."""
+    version = await store.stream_version(event.stream_id) + 1
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO events (event_id, stream_id, version, type, data, metadata, occurred_at) "
+                "VALUES (:id, :stream, :version, :type, CAST(:data AS jsonb), '{}'::jsonb, :at)"
+            ),
+            {
+                "id": uuid.uuid4(),
+                "stream": event.stream_id,
+                "version": version,
+                "type": event.TYPE,
+                "data": json.dumps(event.payload()),
+                "at": at,
+            },
+        )
+
+
+def nodewright(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NODEWRIGHT_DATABASE_URL": url}
+    exe = str(Path(sys.executable).parent / "nodewright")
+    return subprocess.run([exe, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+async def test_replay_equals_live_and_finds_nothing_wrong(store: EventStore, migrated_url: str):
+    await workload(store)
+    result = await audit_database(migrated_url)
+    assert result.counters_match is True, result.mismatches
+    assert result.replay.violations == []
+    assert (result.replay.launches, result.replay.disruptions) == (8, 4)
+    assert result.replay.events == await store.head_position()
+
+
+async def test_audit_finds_a_planted_violation_and_the_counter_drift(store: EventStore, migrated_url: str):
+    await workload(store)
+    # web allows 6 nodes and has 2 (one launch failed, one node terminated); plant 5 past the checks
+    for i in range(5):
+        await plant(store, created(f"web-planted-{i}", "web"), T0 + timedelta(hours=3))
+    result = await audit_database(migrated_url)
+    assert [(v.stream, v.rule) for v in result.replay.violations] == [("nodeclaim-web-planted-4", "limits")]
+    assert result.counters_match is False
+    assert any("nodes live=2 replayed=7" in m for m in result.mismatches)
+
+
+async def test_a_disruption_during_a_freeze_is_a_budget_violation(store: EventStore, migrated_url: str):
+    await workload(store)
+    monday_nine_thirty = T0.replace(hour=9, minute=30) + timedelta(days=7)
+    await plant(store, decided("sneaky", "batch", "Drifted", ["batch-2"]), monday_nine_thirty)
+    result = await audit_database(migrated_url, explain="nodeclaim-batch-2")
+    (violation,) = result.replay.violations
+    assert (violation.stream, violation.rule) == ("disruption-sneaky", "budget")
+    assert "due to blocking budget" in violation.detail
+    story = [c.text for c in result.replay.story]
+    assert story[0].startswith("created in nodepool batch for 1 pending pod(s): default/batch-pod-2")
+    assert "VIOLATION budget" in story[-1]
+
+
+async def test_audit_from_jsonl_equals_audit_from_the_database(store: EventStore, migrated_url: str, tmp_path):
+    await workload(store)
+    await plant(store, created("web-extra", "web", ("64", "256Gi")), T0 + timedelta(hours=4))
+    path = tmp_path / "log.jsonl"
+    assert await export(migrated_url, path) == await store.head_position()
+    from_db = (await audit_database(migrated_url, explain="nodeclaim-web-0")).to_json()
+    from_file = audit_file(path, explain="nodeclaim-web-0").to_json()
+    assert from_file["counters_match"] is None
+    for key in ("events", "launches", "disruptions", "violations", "explain"):
+        assert from_file[key] == from_db[key], key
+    assert from_db["violations"][0]["rule"] == "limits"
+
+
+async def test_the_cli_migrates_audits_explains_replays_and_exports(fresh_database_url: str, tmp_path):
+    first = nodewright(fresh_database_url, "migrate")
+    assert first.returncode == 0 and "migrated from empty to revision 0001" in first.stdout, first.stderr
+    again = nodewright(fresh_database_url, "migrate")
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    store = EventStore.connect(fresh_database_url)
+    try:
+        await workload(store)
+    finally:
+        await store.close()
+    ok = nodewright(fresh_database_url, "audit", "--output", "json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    report = json.loads(ok.stdout)
+    assert report == {
+        "events": report["events"],
+        "launches": 8,
+        "disruptions": 4,
+        "violations": [],
+        "counters_match": True,
+    }
+    story = nodewright(fresh_database_url, "audit", "--explain", "nodeclaim-web-1")
+    assert story.returncode == 0
+    assert "created in nodepool web for 1 pending pod(s): default/web-pod-1" in story.stdout
+    assert "disrupted for Drifted by decision web-d2" in story.stdout
+    assert "terminated" in story.stdout
+    assert nodewright(fresh_database_url, "audit", "--explain", "nodeclaim-nobody").returncode == 2
+    at = nodewright(fresh_database_url, "replay", "--at", (T0 + timedelta(minutes=30)).isoformat(), "-o", "json")
+    assert at.returncode == 0, at.stderr
+    view = json.loads(at.stdout)
+    assert view["nodepools"]["web"]["nodes"] == 3 and view["nodepools"]["web"]["initialized"] == 3
+    assert "batch" not in view["nodepools"]  # applied an hour later
+    path = tmp_path / "log.jsonl"
+    exported = nodewright(fresh_database_url, "events", "export", str(path))
+    assert exported.returncode == 0 and f"exported {report['events']} events" in exported.stdout
+    offline = nodewright("postgresql://nobody@127.0.0.1:1/none", "audit", "--from-file", str(path), "-o", "json")
+    assert offline.returncode == 0
+    assert json.loads(offline.stdout)["events"] == report["events"]
+
+
+async def test_the_cli_refuses_an_unmigrated_database(fresh_database_url: str):
+    run = nodewright(fresh_database_url, "audit")
+    assert run.returncode == 2
+    assert "run `nodewright migrate`" in run.stderr
