@@ -48,6 +48,7 @@ def upgrade() -> None:
         sa.Column("resources", postgresql.JSONB(), server_default=EMPTY, nullable=False),
         sa.Column("disrupting", postgresql.JSONB(), server_default=EMPTY, nullable=False),
         sa.Column("disrupting_by_reason", postgresql.JSONB(), server_default=EMPTY, nullable=False),
+        sa.Column("replacing", postgresql.JSONB(), server_default=EMPTY, nullable=False),
         sa.Column("version", sa.BigInteger(), server_default=ZERO, nullable=False),
         sa.Column("last_position", sa.BigInteger(), server_default=ZERO, nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), server_default=NOW, nullable=False),

@@ -113,10 +113,7 @@ async def fold_database(url: str, *, until: datetime | None = None, explain: str
         upcoming = asyncio.ensure_future(anext(pages, None))
         while (page := await upcoming) is not None:
             upcoming = asyncio.ensure_future(anext(pages, None))
-            if not replay.feed(page):
-                upcoming.cancel()
-                break
-        await pages.aclose()
+            replay.feed(page)
         live = await store.counters()
     finally:
         await store.close()

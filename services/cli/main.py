@@ -9,6 +9,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, TypeVar
 
+import pydantic
 import typer
 
 from services.cli import budgets as budgets_cmd
@@ -118,13 +119,20 @@ app.add_typer(events_app, name="events")
 def _run_with_database(work: Callable[[str], Awaitable[T]]) -> T:
     """Run `work(url)` against NODEWRIGHT_DATABASE_URL, else an embedded PostgreSQL; exit 2 on
     a database that cannot be reached or is not migrated."""
+    import asyncpg
+    import nats.errors
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
     from shared.config import settings
     from shared.runtime.servers import local_database_url
 
     try:
         with local_database_url(settings()) as url:
             return asyncio.run(work(url))
-    except (OSError, RuntimeError, ValueError) as exc:
+    except (OSError, RuntimeError, ValueError, ArgumentError, SQLAlchemyError, asyncpg.PostgresError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except (nats.errors.Error, pydantic.ValidationError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
@@ -195,8 +203,14 @@ def relay(once: Annotated[bool, typer.Option("--once", help="publish what is the
     from shared.config import settings
     from shared.runtime.servers import local_nats_url
 
-    with local_nats_url(settings()) as nats_url:
-        count = _run_with_database(lambda url: eventlog.relay(url, nats_url, once=once))
+    try:
+        with local_nats_url(settings()) as nats_url:
+            count = _run_with_database(lambda url: eventlog.relay(url, nats_url, once=once))
+    except typer.Exit:
+        raise
+    except (OSError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"published {count} events")
 
 

@@ -15,6 +15,8 @@ import json
 from collections.abc import Awaitable, Callable
 
 import nats
+import nats.errors
+import structlog
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy import text
@@ -23,6 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from shared.bus.streams import MSG_ID, POSITION, STREAM, ensure_stream
 from shared.events.envelope import RecordedEvent
 from shared.store.eventstore import EventStore
+
+log = structlog.get_logger("outbox-relay")
 
 LEADER_LOCK = 0x72656C61  # pg_try_advisory_lock key held by the active relay
 
@@ -101,14 +105,26 @@ class OutboxRelay:
         """Publish until `stop` is set: as leader when `exclusive`, else alongside others."""
         async with self.store.engine.connect() as leader:
             leading = not self.exclusive
-            while not stop.is_set():
-                if not leading:
-                    leading = await _lead(leader)
+            try:
+                while not stop.is_set():
                     if not leading:
+                        leading = await _lead(leader)
+                        if not leading:
+                            await _wait(stop, 1.0)
+                            continue
+                    try:
+                        published = await self.publish_batch()
+                    except (nats.errors.Error, OSError, TimeoutError) as exc:
+                        # NATS hiccup: the checkpoint did not move, so the batch goes again
+                        log.warning("relay batch failed; retrying", relay=self.name, error=repr(exc))
                         await _wait(stop, 1.0)
                         continue
-                if not await self.publish_batch():
-                    await _wait(stop, idle)
+                    if not published:
+                        await _wait(stop, idle)
+            finally:
+                if leading and self.exclusive:
+                    await leader.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LEADER_LOCK})
+                    await leader.commit()
 
 
 async def _lead(conn: AsyncConnection) -> bool:
@@ -125,8 +141,13 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
         return
 
 
+async def _log_nats_error(error: Exception) -> None:
+    """One log line per connection error (nats-py's default prints a traceback each time)."""
+    log.warning("nats connection error", error=repr(error))
+
+
 async def connect(url: str) -> tuple[NATS, JetStreamContext]:
-    nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+    nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3, error_cb=_log_nats_error)
     js = nc.jetstream()
     await ensure_stream(js)
     return nc, js

@@ -14,6 +14,13 @@ from typing import Any
 from shared.events.contracts import Event
 
 SUBJECT_PREFIX = "nodewright.events"
+EVENT_IDS = uuid.UUID("6f1d0c1e-4b7a-5d7e-9c3a-6e6f64657772")
+"""Namespace of deterministic event ids: a retried decision gets the id it had the first time."""
+
+
+def first_event_id(stream_id: str) -> uuid.UUID:
+    """The id of the event that opens `stream_id`; retrying a reservation re-appends it idempotently."""
+    return uuid.uuid5(EVENT_IDS, f"{stream_id}@1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +56,8 @@ class NewEvent:
     metadata: Metadata
     schema_version: int = 1
     event_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    validated: bool = field(default=False, compare=False)
+    """True when built from a contract (`of`): the store then skips validating it again."""
 
     @classmethod
     def of(
@@ -71,6 +80,7 @@ class NewEvent:
             metadata=Metadata(producer, causation_id, correlation_id),
             schema_version=event.SCHEMA_VERSION,
             event_id=event_id or uuid.uuid4(),
+            validated=True,
         )
 
 

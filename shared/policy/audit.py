@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from shared.policy.counters import ClaimState, PoolCounters, check, counted_pool, evolve
+from shared.policy.counters import COUNTED_EVENTS, ClaimState, PoolCounters, Rule, check, counted_pool, evolve
 
 
 class LogEntry(NamedTuple):
@@ -65,7 +65,6 @@ class Replay:
     launches: int = 0
     disruptions: int = 0
     last_position: int = 0
-    done: bool = False
     pools: dict[str, PoolCounters] = field(default_factory=dict)
     claims: dict[str, ClaimState] = field(default_factory=dict)
     violations: list[AuditViolation] = field(default_factory=list)
@@ -77,36 +76,42 @@ class Replay:
             pool = self.pools[name] = PoolCounters(name)
         return pool
 
-    def feed(self, entries: Iterable[LogEntry]) -> bool:
-        """Fold entries in position order; False once `until` is passed (the rest is ignored)."""
-        if self.done:
-            return False
+    def feed(self, entries: Iterable[LogEntry]) -> None:
+        """Fold entries in position order. With `until`, events that occurred after it are left
+        out (occurred_at is the decision's clock, not the log's order, so the fold goes on)."""
         claim = self.explain.removeprefix("nodeclaim-") if self.explain else None
         until = self.until
         for entry in entries:
             if until is not None and entry.occurred_at > until:
-                self.done = True
-                return False
+                continue
             self.events += 1
             self.last_position = entry.position
             event_type, data = entry.type, entry.data
-            name = counted_pool(event_type, data)
-            if name is None:
+            if event_type not in COUNTED_EVENTS:
                 continue
-            pool = self.pool(name)
-            explaining = claim is not None and _mentions(claim, data)
-            outcome = check(pool, self.claims, event_type, data, entry.occurred_at, explaining)
+            name = counted_pool(event_type, data) if isinstance(data, dict) else None
+            if name is None:
+                self._violation(entry, Rule.PAYLOAD, f"{event_type} names no nodepool: it counts nowhere")
+                continue
             if event_type == "NodeClaimCreated":
                 self.launches += 1
             elif event_type == "DisruptionDecided":
                 self.disruptions += 1
+            pool = self.pool(name)
+            explaining = claim is not None and _mentions(claim, data)
+            try:
+                outcome = check(pool, self.claims, event_type, data, entry.occurred_at, explaining)
+                evolve(pool, self.claims, event_type, data, entry.position)
+            except (KeyError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
+                self._violation(entry, Rule.PAYLOAD, f"{event_type} is malformed: {exc!r}")
+                continue
             if outcome.violation is not None:
-                v = outcome.violation
-                self.violations.append(AuditViolation(entry.position, entry.stream_id, event_type, v.rule, v.detail))
+                self._violation(entry, outcome.violation.rule, outcome.violation.detail)
             if explaining:
                 self.story.append(_chapter(entry, outcome.record, outcome.violation))
-            evolve(pool, self.claims, event_type, data, entry.position)
-        return True
+
+    def _violation(self, entry: LogEntry, rule: str, detail: str) -> None:
+        self.violations.append(AuditViolation(entry.position, entry.stream_id, entry.type, rule, detail))
 
 
 def replay(entries: Iterable[LogEntry], *, until: datetime | None = None, explain: str | None = None) -> Replay:

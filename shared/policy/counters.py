@@ -46,6 +46,7 @@ class Rule:
     CAPACITY = "capacity"
     NODEPOOL = "nodepool"
     LIFECYCLE = "lifecycle"
+    PAYLOAD = "payload"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,7 @@ ERRORS: dict[str, type[ReservationError]] = {
     Rule.NODE_HARD_LIMIT: NodeLimitExceeded,
     Rule.NODEPOOL: InvalidTransition,
     Rule.LIFECYCLE: InvalidTransition,
+    Rule.PAYLOAD: InvalidTransition,
 }
 
 
@@ -154,6 +156,7 @@ class PoolCounters:
     initialized: int = 0
     resources: dict[str, Decimal] = field(default_factory=dict)
     disrupting: dict[str, list[str]] = field(default_factory=dict)  # claim -> [reason, decision id]
+    replacing: dict[str, list[str]] = field(default_factory=dict)  # decision id -> replacements not created yet
     version: int = 0
     last_position: int = 0
     _policy: _PoolPolicy | None = None
@@ -186,6 +189,7 @@ class PoolCounters:
             "initialized": self.initialized,
             "resources": format_resources({k: v for k, v in self.resources.items() if v}),
             "disrupting": dict(sorted(self.disrupting.items())),
+            "replacing": dict(sorted(self.replacing.items())),
             "version": self.version,
             "last_position": self.last_position,
         }
@@ -226,7 +230,8 @@ OK = Outcome()
 def counted_pool(event_type: str, data: Mapping[str, Any]) -> str | None:
     """The pool whose counters this event changes, or None when it changes none."""
     if event_type in _EVOLVE:
-        return data.get("nodepool")
+        pool = data.get("nodepool")
+        return pool if isinstance(pool, str) else None
     return None
 
 
@@ -302,6 +307,12 @@ def _check_created(
             return OK
         usage = pool.usage()
     else:
+        if name not in pool.replacing.get(decision, ()):
+            return _violation(
+                Rule.LIFECYCLE,
+                f"nodeclaim {name} says it replaces for {decision}, but no live decision of nodepool "
+                f"{pool.nodepool} plans it as a replacement",
+            )
         # Upstream leaves candidates' capacity out of a replacement's simulation; the node count
         # keeps them in `Hard` mode (seed 001), and `Soft` mode lets replacements pass it.
         usage = pool.usage()
@@ -475,7 +486,13 @@ def _created(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> N
     if name in claims:
         return
     reserved = largest_capacity(data["instance_types"])
-    claims[name] = ClaimState(data["nodepool"], reserved, IN_FLIGHT, False, data.get("replacement_for"))
+    decision = data.get("replacement_for")
+    claims[name] = ClaimState(data["nodepool"], reserved, IN_FLIGHT, False, decision)
+    planned = pool.replacing.get(decision) if decision else None
+    if planned is not None and name in planned:
+        planned.remove(name)
+        if not planned:
+            del pool.replacing[decision]
     pool.nodes += 1
     pool.in_flight += 1
     _add(pool.resources, reserved, 1)
@@ -517,6 +534,8 @@ def _ended(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> Non
 
 
 def _decided(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    if data.get("replacements"):
+        pool.replacing[data["decision_id"]] = list(data["replacements"])
     for name in data["candidates"]:
         claim = claims.get(name)
         if claim is not None and claim.phase != ENDED:
@@ -524,6 +543,7 @@ def _decided(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> N
 
 
 def _cancelled(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    pool.replacing.pop(data["decision_id"], None)
     for name in data.get("candidates") or ():
         entry = pool.disrupting.get(name)
         if entry is not None and entry[1] == data["decision_id"]:
@@ -532,6 +552,7 @@ def _cancelled(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) ->
 
 def _completed(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
     decision = data["decision_id"]
+    pool.replacing.pop(decision, None)
     for name in [n for n, (_, d) in pool.disrupting.items() if d == decision]:
         del pool.disrupting[name]
 
@@ -556,6 +577,7 @@ _EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] 
 }
 
 CLAIM_EVENTS = frozenset(t for t in _EVOLVE if t.startswith("NodeClaim"))
+COUNTED_EVENTS = frozenset(_EVOLVE)
 
 
 def fold_claim(events: Iterable[tuple[str, dict[str, Any]]]) -> ClaimState | None:

@@ -32,11 +32,13 @@ from typing import Any
 
 import asyncpg
 import orjson
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from shared.config import async_database_url
 from shared.events.contracts import DisruptionDecided, NodeClaimCreated
-from shared.events.envelope import Metadata, NewEvent, RecordedEvent
+from shared.events.envelope import Metadata, NewEvent, RecordedEvent, first_event_id
+from shared.events.registry import REGISTRY, UnknownEventType
 from shared.policy.audit import LogEntry
 from shared.policy.counters import (
     ClaimState,
@@ -69,6 +71,10 @@ class ConcurrencyConflict(StoreError):
     def __init__(self, stream_id: str, expected: int | None, actual: int) -> None:
         super().__init__(f"stream {stream_id}: expected version {expected}, but it is at {actual}")
         self.stream_id, self.expected, self.actual = stream_id, expected, actual
+
+
+class InvalidEvent(StoreError):
+    """An event that does not match its contract or its stream; nothing of its unit is written."""
 
 
 class DuplicateMismatch(StoreError):
@@ -109,11 +115,13 @@ counters AS (
     UPDATE nodepool_counters AS c
     SET spec = p.spec, nodes = p.nodes, in_flight = p.in_flight, initialized = p.initialized,
         resources = p.resources, disrupting = p.disrupting, disrupting_by_reason = p.by_reason,
+        replacing = p.replacing,
         version = p.version, last_position = (SELECT position FROM ins WHERE ins.event_id = p.last_event),
         updated_at = clock_timestamp()
     FROM unnest($10::text[], $11::jsonb[], $12::int[], $13::int[], $14::int[], $15::jsonb[], $16::jsonb[],
-                $17::jsonb[], $18::bigint[], $19::uuid[])
-         AS p(nodepool, spec, nodes, in_flight, initialized, resources, disrupting, by_reason, version, last_event)
+                $17::jsonb[], $18::bigint[], $19::uuid[], $20::jsonb[])
+         AS p(nodepool, spec, nodes, in_flight, initialized, resources, disrupting, by_reason, version, last_event,
+              replacing)
     WHERE c.nodepool = p.nodepool
 )
 SELECT position, event_id FROM ins
@@ -150,19 +158,31 @@ class EventStore:
             return await self._append_units(units)
         except asyncpg.UniqueViolationError:
             # A concurrent writer took a stream version or an event id between our read and write.
-            if len(units) > 1:
-                return [await self._append_alone(u) for u in units]
-            return [await self._append_alone(units[0])]
+            return [await self._append_alone(u) for u in units]
+        except (asyncpg.PostgresError, StoreError, ReservationError, KeyError, TypeError, ValueError):
+            if len(units) == 1:
+                raise
+            # something in one unit broke the shared transaction: find out which, one at a time
+            return [await self._append_alone(u) for u in units]
 
-    async def _append_alone(self, appends: Unit) -> list[int] | StoreError | ReservationError:
-        try:
-            return (await self._append_units([appends]))[0]
-        except asyncpg.UniqueViolationError as exc:
-            if exc.constraint_name == "uq_events_event_id":
+    async def _append_alone(self, appends: Unit, attempts: int = 3) -> list[int] | StoreError | ReservationError:
+        """One unit in its own transaction, retried while it races with other writers."""
+        for attempt in range(attempts):
+            try:
                 return (await self._append_units([appends]))[0]
-            stream = next(iter(appends)).stream_id
-            actual = await self.stream_version(stream)
-            return ConcurrencyConflict(stream, next(iter(appends)).expected_version, actual)
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name == "uq_events_event_id":
+                    continue  # the same event was committed meanwhile: the retry returns its positions
+                if all(a.expected_version is None for a in appends) and attempt + 1 < attempts:
+                    continue
+                stream = _stream_in(exc.detail) or next(iter(appends)).stream_id
+                expected = next((a.expected_version for a in appends if a.stream_id == stream), None)
+                return ConcurrencyConflict(stream, expected, await self.stream_version(stream))
+            except (StoreError, ReservationError) as exc:
+                return exc
+            except (KeyError, TypeError, ValueError) as exc:
+                return InvalidEvent(f"cannot append: {exc!r}")
+        return StoreError(f"gave up after {attempts} attempts racing other writers")
 
     async def _append_units(self, units: Sequence[Unit]) -> list[list[int] | StoreError | ReservationError]:
         async with self.engine.connect() as conn:
@@ -187,7 +207,15 @@ class EventStore:
                 Append(
                     c.stream_id,
                     NO_STREAM,
-                    [NewEvent.of(c, occurred_at=occurred_at, producer=producer, correlation_id=correlation_id)],
+                    [
+                        NewEvent.of(
+                            c,
+                            occurred_at=occurred_at,
+                            producer=producer,
+                            correlation_id=correlation_id,
+                            event_id=first_event_id(c.stream_id),
+                        )
+                    ],
                 )
                 for c in claims
             ]
@@ -205,7 +233,13 @@ class EventStore:
         """Mark candidates for disruption only if the pool's budgets (active at `occurred_at`) and
         its node hard limit allow it, creating the replacements in the same transaction;
         otherwise append nothing and raise `BudgetExceeded` / `NodeLimitExceeded`."""
-        decided = NewEvent.of(decision, occurred_at=occurred_at, producer=producer, correlation_id=correlation_id)
+        decided = NewEvent.of(
+            decision,
+            occurred_at=occurred_at,
+            producer=producer,
+            correlation_id=correlation_id,
+            event_id=first_event_id(decision.stream_id),
+        )
         appends = [Append(decision.stream_id, NO_STREAM, [decided])]
         for claim in replacements:
             event = NewEvent.of(
@@ -214,6 +248,7 @@ class EventStore:
                 producer=producer,
                 causation_id=str(decided.event_id),
                 correlation_id=correlation_id,
+                event_id=first_event_id(claim.stream_id),
             )
             appends.append(Append(claim.stream_id, NO_STREAM, [event]))
         return await self.append_unit(appends)
@@ -305,6 +340,7 @@ def _pool_from_row(r: Any) -> PoolCounters:
         initialized=r["initialized"],
         resources={k: quantity(v) for k, v in r["resources"].items()},
         disrupting=r["disrupting"],
+        replacing=r["replacing"],
         version=r["version"],
         last_position=r["last_position"],
     )
@@ -314,7 +350,35 @@ def _pool_copy(pool: PoolCounters) -> PoolCounters:
     twin = copy(pool)
     twin.resources = dict(pool.resources)
     twin.disrupting = dict(pool.disrupting)
+    twin.replacing = {k: list(v) for k, v in pool.replacing.items()}
     return twin
+
+
+def _stream_in(detail: str | None) -> str | None:
+    """The stream named in a unique violation's detail: `Key (stream_id, version)=(s, 3) ...`."""
+    if not detail or "=(" not in detail:
+        return None
+    inner = detail.split("=(", 1)[1]
+    return inner.rsplit(", ", 1)[0] if ", " in inner else None
+
+
+def _validate(append: Append, event: NewEvent) -> None:
+    """The event must match its contract, and belong to the stream it is appended to."""
+    if event.stream_id != append.stream_id:
+        raise InvalidEvent(f"an event of stream {event.stream_id} cannot be appended to stream {append.stream_id}")
+    if event.validated:
+        return
+    try:
+        model = REGISTRY.decode(event.type, event.schema_version, event.data)
+    except UnknownEventType as exc:
+        raise InvalidEvent(str(exc)) from None
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(payload)'}: {e['msg']}" for e in exc.errors())
+        raise InvalidEvent(f"{event.type} does not match its contract: {problems}") from None
+    except (LookupError, ValueError) as exc:
+        raise InvalidEvent(f"{event.type} v{event.schema_version}: {exc}") from None
+    if model.stream_id != event.stream_id:
+        raise InvalidEvent(f"a {event.type} for {model.stream_id} cannot be appended to stream {event.stream_id}")
 
 
 def _claim_stream(name: str) -> str:
@@ -328,12 +392,17 @@ class _Batch:
         self.raw = raw
         self.units = units
         self.results: list[list[int] | StoreError | ReservationError | None] = [None] * len(units)
+        self.twins: dict[int, int] = {}
 
     async def run(self) -> list[list[int] | StoreError | ReservationError]:
+        # Lock first, then look for stored ids: a redelivery that waited on the lock for its first
+        # copy's commit must find that copy, not a stream that moved.
+        pools = await self._lock_pools(list(range(len(self.units))))
         pending = await self._drop_redelivered()
         if not pending:
+            for i, twin in self.twins.items():
+                self.results[i] = self.results[twin]
             return self.results  # type: ignore[return-value]
-        pools = await self._lock_pools(pending)
         heads, claims = await self._read_streams(pending, pools)
         written: list[tuple[int, list[_Row]]] = []
         for i in pending:
@@ -344,6 +413,8 @@ class _Batch:
                 self.results[i] = outcome
         if written:
             await self._write(written, pools)
+        for i, twin in self.twins.items():
+            self.results[i] = self.results[twin]
         return self.results  # type: ignore[return-value]
 
     async def _drop_redelivered(self) -> list[int]:
@@ -354,9 +425,18 @@ class _Batch:
             )
         )
         pending = []
+        first_with: dict[uuid.UUID, int] = {}
         for i, u in enumerate(self.units):
             unit_ids = [e.event_id for a in u for e in a.events]
             stored = [found[e] for e in unit_ids if e in found]
+            twin = first_with.get(unit_ids[0]) if unit_ids else None
+            if twin is not None and [e.event_id for a in self.units[twin] for e in a.events] == unit_ids:
+                self.twins[i] = twin  # the same unit twice in one batch: it shares the first copy's result
+                continue
+            if any(e in first_with for e in unit_ids):
+                self.results[i] = DuplicateMismatch("this append repeats some events of another in the same batch")
+                continue
+            first_with.update(dict.fromkeys(unit_ids, i))
             if not stored:
                 pending.append(i)
             elif len(stored) == len(unit_ids):
@@ -453,6 +533,9 @@ class _Batch:
         out: list[_Row] = []
         try:
             for a in appends:
+                for event in a.events:
+                    _validate(a, event)
+            for a in appends:
                 head = heads.get(a.stream_id, 0)
                 if a.expected_version is not None and a.expected_version != head:
                     raise ConcurrencyConflict(a.stream_id, a.expected_version, head)
@@ -512,6 +595,7 @@ class _Batch:
             [dumps(p.disrupting_by_reason()) for p in changed],
             [p.version for p in changed],
             [last_event[p.nodepool] for p in changed],
+            [dumps(p.replacing) for p in changed],
         )
         positions = {r[1]: r[0] for r in rows}
         for i, rs in written:

@@ -61,6 +61,7 @@ nodepool_counters = Table(
     Column("resources", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("disrupting", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("disrupting_by_reason", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("replacing", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("version", BigInteger, nullable=False, server_default=text("0")),
     Column("last_position", BigInteger, nullable=False, server_default=text("0")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
