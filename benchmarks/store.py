@@ -24,7 +24,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from benchmarks._db import bench_database
+from benchmarks._db import asyncpg_params, bench_database
 from services.cli.eventlog import audit_database
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, NewEvent
@@ -106,14 +106,9 @@ async def drive(append, total_events: int, writers: int) -> tuple[float, list[fl
 async def baseline(url: str, total_events: int, writers: int) -> float:
     """The same rows, one INSERT per transaction, no checks, counters or lock."""
     import asyncpg
-    from sqlalchemy.engine import make_url
 
-    u = make_url(url)
     pool = await asyncpg.create_pool(
-        user=u.username,
-        host=u.query.get("host") or u.host,
-        port=u.port,
-        database=u.database,
+        **asyncpg_params(url),
         min_size=writers,
         max_size=writers,
     )
@@ -188,10 +183,8 @@ def synthetic_log(n: int) -> list[LogEntry]:
 async def load_log(url: str, entries: list[LogEntry]) -> None:
     """Write the log with COPY (setup only: the benchmark times the replay, not this)."""
     import asyncpg
-    from sqlalchemy.engine import make_url
 
-    u = make_url(url)
-    conn = await asyncpg.connect(user=u.username, host=u.query.get("host") or u.host, port=u.port, database=u.database)
+    conn = await asyncpg.connect(**asyncpg_params(url))
     versions: dict[str, int] = {}
     rows = []
     for e in entries:

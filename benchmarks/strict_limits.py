@@ -21,7 +21,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from benchmarks._db import bench_database
+from benchmarks._db import asyncpg_params, bench_database
 from benchmarks.store import pool_object
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
@@ -96,14 +96,9 @@ async def strict(url: str, limits: dict[str, dict[str, int]], attempts: int, see
 async def naive(url: str, limits: dict[str, dict[str, int]], attempts: int, seed: int, workers: int = 32) -> dict:
     """Check a count read first, then insert without re-checking (no lock): upstream's shape."""
     import asyncpg
-    from sqlalchemy.engine import make_url
 
-    u = make_url(url)
     db = await asyncpg.create_pool(
-        user=u.username,
-        host=u.query.get("host") or u.host,
-        port=u.port,
-        database=u.database,
+        **asyncpg_params(url),
         min_size=workers,
         max_size=workers,
     )
