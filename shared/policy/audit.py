@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from shared.policy.counters import COUNTED_EVENTS, ClaimState, PoolCounters, Rule, check, counted_pool, evolve
+from shared.policy.counters import (
+    COUNTED_EVENTS,
+    ClaimState,
+    PoolCounters,
+    Rule,
+    check,
+    counted_pool,
+    evolve,
+    is_forceful,
+)
 
 
 class LogEntry(NamedTuple):
@@ -160,7 +169,7 @@ def _chapter(entry: LogEntry, record: dict[str, Any] | None, violation: Any) -> 
             f"disrupted for {data['reason']} by decision {data['decision_id']} "
             f"({len(data['candidates'])} candidate(s), {len(data.get('replacements') or [])} replacement(s))"
         )
-        if data["reason"] in ("Expired", "OverLimit") or data.get("forceful"):
+        if is_forceful(data):
             text += "; forceful, budgets do not apply"
         elif check_:
             text += (

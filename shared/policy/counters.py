@@ -26,11 +26,10 @@ from typing import Any
 from shared.api.nodepool import NODES_RESOURCE, DisruptionReason, NodePool
 from shared.api.quantity import format_quantity, parse
 from shared.api.validation import validate_nodepool
+from shared.events.contracts import FORCEFUL_REASONS
 from shared.policy.budgets import DisruptionBudgets
 from shared.policy.gates import BlockCause, check_disruption
 from shared.policy.limits import NodeLimit, exceeded_limits
-
-FORCEFUL_REASONS = frozenset({"Expired", "OverLimit"})
 
 IN_FLIGHT = "in_flight"
 LAUNCHED = "launched"
@@ -135,14 +134,6 @@ class ClaimState:
     phase: str = IN_FLIGHT
     initialized: bool = False
     replacement_for: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodepool": self.nodepool,
-            "resources": format_resources(self.resources),
-            "phase": self.phase,
-            "initialized": self.initialized,
-        }
 
 
 @dataclass(slots=True)
@@ -256,6 +247,11 @@ def evolve(pool: PoolCounters, claims: ClaimLookup, event_type: str, data: dict[
         step(pool, claims, data)
         pool.version += 1
         pool.last_position = position
+
+
+def is_forceful(decision: Mapping[str, Any]) -> bool:
+    """A disruption that budgets do not gate (expiration, removal above a lowered node limit)."""
+    return decision["reason"] in FORCEFUL_REASONS or bool(decision.get("forceful"))
 
 
 def raise_for(outcome: Outcome, nodepool: str) -> None:
@@ -413,7 +409,7 @@ def _check_decided(
     reason = data["reason"]
     candidates = len(data["candidates"])
     replacements = len(data.get("replacements") or ())
-    forceful = reason in FORCEFUL_REASONS or bool(data.get("forceful"))
+    forceful = is_forceful(data)
     node_limit = NodeLimit.of(policy.nodepool, pool.nodes)
     figures: dict[str, Any] = {
         "nodes": pool.initialized,
