@@ -27,6 +27,7 @@ from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.audit import Replay
 from shared.policy.counters import LimitExceeded
+from shared.runtime import loop
 from shared.store.batching import AppendBatcher
 from shared.store.eventstore import NO_STREAM, EventStore
 
@@ -156,14 +157,14 @@ def main() -> None:
     capacity = sum(v["nodes"] for v in limits.values())
     print(f"10 pools, limits.nodes in [50, 600] (sum {capacity}), cpu limits in [200, 2400]; {args.attempts} attempts")
     with bench_database() as url:
-        base = asyncio.run(naive(url, limits, args.attempts, args.seed))
+        base = loop.run(naive(url, limits, args.attempts, args.seed))
     print(
         f"baseline (check cached usage, then create): granted {base['granted']}, "
         f"overrun {base['overrun']} (nodes + cpu), "
         f"{base['seconds']:.2f} s"
     )
     with bench_database() as url:
-        out = asyncio.run(strict(url, limits, args.attempts, args.seed))
+        out = loop.run(strict(url, limits, args.attempts, args.seed))
     print(
         f"nodewright (reservation in the appending transaction): granted {out['granted']}, overrun {out['overrun']}, "
         f"{out['seconds']:.2f} s ({args.attempts / out['seconds']:,.0f} attempts/s); pools filled to their node limit: "

@@ -218,9 +218,9 @@ async def relay(database_url: str, nats_url: str, *, once: bool) -> int:
     try:
         outbox = OutboxRelay(store, js)
         if once:
-            return await outbox.drain()
-        stop = asyncio.Event()
-        await outbox.run(stop)
+            await outbox.drain()
+        else:
+            await outbox.run(asyncio.Event())
         return outbox.published
     finally:
         await nc.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
@@ -17,6 +16,7 @@ from services.cli import describe as describe_cmd
 from services.cli import eventlog
 from services.cli import validate as validate_cmd
 from shared.api.documents import DocumentError, load_nodepools
+from shared.runtime import loop
 
 T = TypeVar("T")
 
@@ -128,7 +128,7 @@ def _run_with_database(work: Callable[[str], Awaitable[T]]) -> T:
 
     try:
         with local_database_url(settings()) as url:
-            return asyncio.run(work(url))
+            return loop.run(work(url))
     except (OSError, RuntimeError, ValueError, ArgumentError, SQLAlchemyError, asyncpg.PostgresError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

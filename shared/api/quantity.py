@@ -6,6 +6,7 @@ so a value is accepted here exactly when the API server would accept it.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -30,6 +31,12 @@ def parse(text: str | int) -> Decimal:
         raise ValueError(f"quantity must be an integer or a string, not {text!r}")
     if isinstance(text, int):
         return Decimal(text)
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_text(text: str) -> Decimal:
+    """Memoised: events repeat the same few capacities, and Decimals are immutable."""
     if not _QUANTITY_RE.match(text):
         raise ValueError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
     try:
@@ -38,8 +45,10 @@ def parse(text: str | int) -> Decimal:
         raise ValueError(str(exc)) from exc
 
 
+@functools.lru_cache(maxsize=65536)
 def format_quantity(value: Decimal | int, *, binary: bool = False) -> str:
-    """Shortest exact text for a value: `4`, `500m`, `16Gi` (binary) or `2k` (decimal)."""
+    """Shortest exact text for a value: `4`, `500m`, `16Gi` (binary) or `2k` (decimal). Memoised:
+    counters and recorded limit checks format the same figures over and over."""
     value = Decimal(value)
     if value == value.to_integral_value():
         whole = int(value)

@@ -3,7 +3,9 @@
 The events table is the outbox. The relay reads past its checkpoint, publishes each event with
 its event id as `Nats-Msg-Id`, waits for every acknowledgement, then advances the checkpoint.
 A crash between publishing and checkpointing republishes that batch on restart, and JetStream's
-duplicate window drops the copies; so does a second relay running at the same time. Normally
+duplicate window drops the copies; so does a second relay running at the same time. Concurrent
+appends commit their positions out of order, so the relay stops at the first missing position
+until it appears or is known lost to a rollback (`shared.store.gaps`). Normally
 only one relay works: the leader holds a PostgreSQL session lock, and a standby takes over when
 the leader's connection goes away.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 
 import nats
 import nats.errors
@@ -25,10 +28,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from shared.bus.streams import MSG_ID, POSITION, STREAM, ensure_stream
 from shared.events.envelope import RecordedEvent
 from shared.store.eventstore import EventStore
+from shared.store.gaps import GapWatch
 
 log = structlog.get_logger("outbox-relay")
 
 LEADER_LOCK = 0x72656C61  # pg_try_advisory_lock key held by the active relay
+GAP_POLL = 0.002  # seconds between looks at a missing position: its commit is usually imminent
 
 Published = Callable[[list[RecordedEvent]], Awaitable[None]]
 
@@ -55,6 +60,8 @@ class OutboxRelay:
         self.exclusive = exclusive
         self.after_publish = after_publish
         self.published = 0
+        self.gaps = GapWatch(store)
+        self.waiting_on: int | None = None
 
     async def checkpoint(self) -> int:
         async with self.store.engine.connect() as conn:
@@ -75,12 +82,20 @@ class OutboxRelay:
             )
 
     async def publish_batch(self) -> int:
-        """Publish the next batch after the checkpoint; how many events it held."""
+        """Publish the consecutive positions after the checkpoint; how many positions it moved
+        past (one lost to a rollback counts). 0 when nothing is new, or while `waiting_on` a
+        position whose transaction has not ended."""
         start = await self.checkpoint()
-        batch: list[RecordedEvent] = []
-        async for page in self.store.read_all(start, batch_size=self.batch_size):
-            batch = page
-            break
+        async with aclosing(self.store.read_all(start, batch_size=self.batch_size)) as pages:
+            page = await anext(pages, [])
+        batch = _consecutive(page, start)
+        self.waiting_on = None
+        if page and not batch:
+            if await self.gaps.lost(start + 1):
+                log.info("position lost to a rolled-back append; skipping it", relay=self.name, position=start + 1)
+                await self._advance(start + 1, 0)
+                return 1
+            self.waiting_on = start + 1
         if not batch:
             return 0
         acks = []
@@ -95,7 +110,8 @@ class OutboxRelay:
         return len(batch)
 
     async def drain(self) -> int:
-        """Publish until nothing is left; the number published."""
+        """Publish until nothing is left, or until a gap whose writer is still running; how many
+        positions it moved past."""
         total = 0
         while n := await self.publish_batch():
             total += n
@@ -120,11 +136,19 @@ class OutboxRelay:
                         await _wait(stop, 1.0)
                         continue
                     if not published:
-                        await _wait(stop, idle)
+                        await _wait(stop, idle if self.waiting_on is None else min(idle, GAP_POLL))
             finally:
                 if leading and self.exclusive:
                     await leader.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LEADER_LOCK})
                     await leader.commit()
+
+
+def _consecutive(page: list[RecordedEvent], after: int) -> list[RecordedEvent]:
+    """The leading events of `page` whose positions follow `after` without a hole."""
+    for i, event in enumerate(page):
+        if event.position != after + 1 + i:
+            return page[:i]
+    return page
 
 
 async def _lead(conn: AsyncConnection) -> bool:

@@ -135,6 +135,10 @@ class ClaimState:
     initialized: bool = False
     replacement_for: str | None = None
 
+    def copy(self) -> ClaimState:
+        """A twin to evolve separately (`resources` is replaced on change, never mutated)."""
+        return ClaimState(self.nodepool, self.resources, self.phase, self.initialized, self.replacement_for)
+
 
 @dataclass(slots=True)
 class PoolCounters:
@@ -576,11 +580,13 @@ CLAIM_EVENTS = frozenset(t for t in _EVOLVE if t.startswith("NodeClaim"))
 COUNTED_EVENTS = frozenset(_EVOLVE)
 
 
-def fold_claim(events: Iterable[tuple[str, dict[str, Any]]]) -> ClaimState | None:
-    """A claim's state from its own stream's (type, data) pairs, without touching any pool."""
-    claims: dict[str, ClaimState] = {}
+def fold_claim(
+    events: Iterable[tuple[str, dict[str, Any]]], name: str | None = None, state: ClaimState | None = None
+) -> ClaimState | None:
+    """A claim's state from its own stream's (type, data) pairs, without touching any pool; or,
+    given the `state` the claim `name` had, that state moved on by the events that followed."""
+    claims: dict[str, ClaimState] = {name: state} if name is not None and state is not None else {}
     scratch = PoolCounters("")
-    name = None
     for event_type, data in events:
         step = _EVOLVE.get(event_type)
         if step is None or event_type not in CLAIM_EVENTS:

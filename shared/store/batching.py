@@ -2,17 +2,22 @@
 
 Callers await `append_unit` as if alone; the batcher gathers whatever arrives while the previous
 transaction is in flight (up to `max_batch` units) and commits them together. Each unit keeps
-its own result: a refused reservation fails alone. With several flushers, one transaction is
-being prepared while another commits.
+its own result: a refused reservation fails alone.
+
+Flushers share the work by NodePool: a unit goes to the flusher that owns its (first) pool, or
+its stream when it counts in none. Two flushers then never wait on each other's counter-row
+locks, so one checks its batch while another's commits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import zlib
 from collections.abc import Sequence
 
 from shared.events.envelope import NewEvent
+from shared.policy.counters import counted_pool
 from shared.store.eventstore import Append, EventStore, Unit, unit
 
 
@@ -20,8 +25,10 @@ class AppendBatcher:
     def __init__(self, store: EventStore, *, max_batch: int = 500, flushers: int = 2) -> None:
         self.store = store
         self.max_batch = max_batch
-        self._queue: asyncio.Queue[tuple[Unit, asyncio.Future[list[int]]]] = asyncio.Queue()
-        self._tasks = [asyncio.create_task(self._flush_forever()) for _ in range(flushers)]
+        self._queues: list[asyncio.Queue[tuple[Unit, asyncio.Future[list[int]]]]] = [
+            asyncio.Queue() for _ in range(flushers)
+        ]
+        self._tasks = [asyncio.create_task(self._flush_forever(q)) for q in self._queues]
         self.transactions = 0
 
     async def append(self, stream_id: str, expected_version: int | None, events: Sequence[NewEvent]) -> list[int]:
@@ -29,15 +36,20 @@ class AppendBatcher:
 
     async def append_unit(self, appends: Sequence[Append]) -> list[int]:
         future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
-        await self._queue.put((appends, future))
+        self._queues[self._owner(appends)].put_nowait((appends, future))
         return await future
 
-    async def _flush_forever(self) -> None:
+    def _owner(self, appends: Sequence[Append]) -> int:
+        pools = [p for a in appends for e in a.events if (p := counted_pool(e.type, e.data))]
+        key = min(pools) if pools else appends[0].stream_id
+        return zlib.crc32(key.encode()) % len(self._queues)
+
+    async def _flush_forever(self, queue: asyncio.Queue[tuple[Unit, asyncio.Future[list[int]]]]) -> None:
         while True:
-            first = await self._queue.get()
+            first = await queue.get()
             batch = [first]
-            while len(batch) < self.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            while len(batch) < self.max_batch and not queue.empty():
+                batch.append(queue.get_nowait())
             try:
                 results = await self.store.append_units([u for u, _ in batch])
             except Exception as exc:  # the transaction failed as a whole: every caller hears why

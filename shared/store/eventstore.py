@@ -11,20 +11,22 @@ One transaction, in order:
 2. the counter rows of every pool the units touch are locked (`FOR UPDATE`, in name order);
 3. stream heads and the claims the events touch are read, and the counters checked and evolved
    unit by unit (`shared.policy.counters`); a unit that breaks a rule is dropped with its error;
-4. one statement takes the log's append lock, inserts the events and writes the counters. The
-   lock is held to commit, so positions become visible in order and the outbox relay never
-   skips a late commit.
+4. one statement inserts the events and writes the counters. It first makes sure the transaction
+   has its id, so that a position is never drawn by a transaction younger than a snapshot that
+   could see a later one: that lets readers tell a position still being written from one lost
+   to a rollback (`shared.store.gaps`). No log-wide lock: positions of concurrent transactions
+   commit out of order, and only the outbox relay needs to wait for the gaps to settle.
 
-The hot statements go to asyncpg directly (prepared, binary, arrays); SQLAlchemy owns the
-engine, the pool, and the JSON codecs it installs on each connection (JSONB is passed as text
-and read back decoded).
+The hot statements go to asyncpg directly (prepared, binary, arrays), on a pool of its own with
+JSON passed as text and read back by orjson; SQLAlchemy's engine serves the rest.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from copy import copy
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,7 +35,7 @@ from typing import Any
 import asyncpg
 import orjson
 from pydantic import ValidationError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from shared.config import async_database_url
 from shared.events.contracts import DisruptionDecided, NodeClaimCreated
@@ -57,8 +59,6 @@ ANY = None
 """expected_version for an append that does not care where the stream is."""
 NO_STREAM = 0
 """expected_version for an append that creates the stream."""
-
-APPEND_LOCK = 0x6E6F6465  # pg_advisory_xact_lock key of the log's append order
 
 
 class StoreError(Exception):
@@ -100,44 +100,115 @@ _EVENT_COLUMNS = (
 )
 
 _INSERT = """
-WITH append_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock($1)),
+WITH xact AS MATERIALIZED (SELECT pg_current_xact_id()),
 ins AS (
     INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at)
     SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at
-    FROM unnest($2::uuid[], $3::text[], $4::int[], $5::text[], $6::smallint[], $7::jsonb[], $8::jsonb[],
-                $9::timestamptz[]) WITH ORDINALITY
+    FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::smallint[], $6::jsonb[], $7::jsonb[],
+                $8::timestamptz[]) WITH ORDINALITY
          AS u(event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, ord)
-    CROSS JOIN append_lock
+    CROSS JOIN xact
     ORDER BY u.ord
     RETURNING position, event_id
 ),
 counters AS (
     UPDATE nodepool_counters AS c
-    SET spec = p.spec, nodes = p.nodes, in_flight = p.in_flight, initialized = p.initialized,
-        resources = p.resources, disrupting = p.disrupting, disrupting_by_reason = p.by_reason,
-        replacing = p.replacing,
-        version = p.version, last_position = (SELECT position FROM ins WHERE ins.event_id = p.last_event),
-        updated_at = clock_timestamp()
-    FROM unnest($10::text[], $11::jsonb[], $12::int[], $13::int[], $14::int[], $15::jsonb[], $16::jsonb[],
-                $17::jsonb[], $18::bigint[], $19::uuid[], $20::jsonb[])
-         AS p(nodepool, spec, nodes, in_flight, initialized, resources, disrupting, by_reason, version, last_event,
-              replacing)
+    SET spec = CASE WHEN p.spec_changed THEN p.spec ELSE c.spec END, nodes = p.nodes, in_flight = p.in_flight,
+        initialized = p.initialized, resources = p.resources, disrupting = p.disrupting,
+        disrupting_by_reason = p.by_reason, replacing = p.replacing, version = p.version,
+        last_position = (SELECT position FROM ins WHERE ins.event_id = p.last_event), updated_at = clock_timestamp()
+    FROM jsonb_to_recordset($9::jsonb)
+         AS p(nodepool text, spec_changed boolean, spec jsonb, nodes int, in_flight int, initialized int,
+              resources jsonb, disrupting jsonb, by_reason jsonb, replacing jsonb, version bigint, last_event uuid)
     WHERE c.nodepool = p.nodepool
 )
 SELECT position, event_id FROM ins
 """
 
 
+_LOCK_POOLS = (
+    "SELECT nodepool, spec::text AS spec, nodes, in_flight, initialized, resources, disrupting, replacing, version,"
+    " last_position FROM nodepool_counters WHERE nodepool = ANY($1::text[]) ORDER BY nodepool FOR UPDATE"
+)
+
+_STORED = "@stored"  # the type column of `_READ` rows that report an already stored event id
+# One index probe per id and per stream, whatever the plan cache believes about the table's size
+# (a join or `= ANY ... GROUP BY` planned while the log was small turns into a scan of the whole log
+# later): stored ids, the claims' streams past the version this process knows them at, only the
+# head of the other streams.
+_READ = f"""
+SELECT i.id::text, e.position, '{_STORED}', NULL::jsonb
+FROM unnest($1::uuid[]) AS i(id)
+CROSS JOIN LATERAL (SELECT position FROM events WHERE event_id = i.id LIMIT 1) AS e
+UNION ALL
+SELECT s.id, e.version, e.type, e.data
+FROM unnest($2::text[], $3::int[]) AS s(id, after)
+CROSS JOIN LATERAL (
+    SELECT version, type, data FROM events WHERE stream_id = s.id AND version > s.after ORDER BY version
+) AS e
+UNION ALL
+SELECT s.id, h.version, NULL, NULL
+FROM unnest($4::text[]) AS s(id)
+CROSS JOIN LATERAL (SELECT version FROM events WHERE stream_id = s.id ORDER BY version DESC LIMIT 1) AS h
+"""
+
+
+_POOL = "@pool"  # the type column of `_LOCK_AND_READ` rows that carry a locked counter row
+_LOCK_AND_READ = f"""
+WITH locked AS MATERIALIZED (
+    SELECT nodepool, spec::text AS spec, nodes, in_flight, initialized, resources, disrupting, replacing, version,
+           last_position
+    FROM nodepool_counters WHERE nodepool = ANY($5::text[]) ORDER BY nodepool FOR UPDATE
+)
+SELECT l.nodepool, l.version, '{_POOL}',
+       to_jsonb(l) || jsonb_build_object('seen', (SELECT version FROM nodepool_counters WHERE nodepool = l.nodepool))
+FROM locked AS l
+UNION ALL
+{_READ}"""
+
+
 class EventStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, pool_size: int = 10) -> None:
         self.engine = engine
+        self.pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+        self._claims = ClaimCache()
+        self._specs = SpecCache()
+        self._pool_opened = asyncio.Lock()
 
     @classmethod
     def connect(cls, url: str, *, pool_size: int = 10) -> EventStore:
-        return cls(create_async_engine(async_database_url(url), pool_size=pool_size, max_overflow=pool_size))
+        engine = create_async_engine(async_database_url(url), pool_size=pool_size, max_overflow=pool_size)
+        return cls(engine, pool_size=2 * pool_size)
 
     async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
         await self.engine.dispose()
+
+    @asynccontextmanager
+    async def driver_connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection of asyncpg's own pool, beside the engine's: the hot statements skip
+        SQLAlchemy's pool and its greenlet hop (a third of a one-event append's client time)."""
+        pool = self._pool or await self._open_pool()
+        async with pool.acquire() as raw:
+            yield raw
+
+    async def _open_pool(self) -> asyncpg.Pool:
+        async with self._pool_opened:
+            if self._pool is None:
+                _, params = self.engine.dialect.create_connect_args(self.engine.url)
+                for option in _SQLALCHEMY_ONLY:
+                    params.pop(option, None)
+                self._pool = await asyncpg.create_pool(
+                    min_size=0,
+                    max_size=self.pool_size,
+                    init=_json_codecs,
+                    reset=_end_transaction,
+                    server_settings={"plan_cache_mode": "force_generic_plan"},
+                    **params,
+                )
+        return self._pool
 
     # --- appending ---------------------------------------------------------------------------------
 
@@ -185,10 +256,12 @@ class EventStore:
         return StoreError(f"gave up after {attempts} attempts racing other writers")
 
     async def _append_units(self, units: Sequence[Unit]) -> list[list[int] | StoreError | ReservationError]:
-        async with self.engine.connect() as conn:
-            raw = await _driver(conn)
+        async with self.driver_connection() as raw:
+            batch = _Batch(raw, units, self._claims, self._specs)
             async with raw.transaction():
-                return await _Batch(raw, units).run()
+                results = await batch.run()
+            batch.remember()
+            return results
 
     # --- reservations --------------------------------------------------------------------------------
 
@@ -256,13 +329,11 @@ class EventStore:
     # --- reading -----------------------------------------------------------------------------------------
 
     async def stream_version(self, stream_id: str) -> int:
-        async with self.engine.connect() as conn:
-            raw = await _driver(conn)
+        async with self.driver_connection() as raw:
             return await raw.fetchval("SELECT coalesce(max(version), 0) FROM events WHERE stream_id = $1", stream_id)
 
     async def read_stream(self, stream_id: str, from_version: int = 1) -> list[RecordedEvent]:
-        async with self.engine.connect() as conn:
-            raw = await _driver(conn)
+        async with self.driver_connection() as raw:
             rows = await raw.fetch(
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version",
                 stream_id,
@@ -285,8 +356,7 @@ class EventStore:
 
     async def _pages(self, columns: str, from_position: int, batch_size: int) -> AsyncIterator[list[Any]]:
         query = f"SELECT {columns} FROM events WHERE position > $1 ORDER BY position LIMIT $2"
-        async with self.engine.connect() as conn:
-            raw = await _driver(conn)
+        async with self.driver_connection() as raw:
             statement = await raw.prepare(query)
             position = from_position
             while True:
@@ -297,23 +367,32 @@ class EventStore:
                 yield rows
 
     async def head_position(self) -> int:
-        async with self.engine.connect() as conn:
-            raw = await _driver(conn)
+        async with self.driver_connection() as raw:
             return await raw.fetchval("SELECT coalesce(max(position), 0) FROM events")
 
     async def counters(self, nodepool: str | None = None) -> dict[str, PoolCounters]:
-        async with self.engine.connect() as conn:
-            raw = await _driver(conn)
+        async with self.driver_connection() as raw:
             if nodepool is None:
                 rows = await raw.fetch("SELECT * FROM nodepool_counters ORDER BY nodepool")
             else:
                 rows = await raw.fetch("SELECT * FROM nodepool_counters WHERE nodepool = $1", nodepool)
-        return {r["nodepool"]: _pool_from_row(r) for r in rows}
+        return {r["nodepool"]: _pool_from_row(r, r["spec"]) for r in rows}
 
 
-async def _driver(conn: AsyncConnection) -> asyncpg.Connection:
-    raw = await conn.get_raw_connection()
-    return raw.driver_connection  # type: ignore[return-value]
+_SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
+
+
+async def _end_transaction(raw: asyncpg.Connection) -> None:
+    """What a returned connection needs: these statements keep no session state (no LISTEN,
+    cursors or session locks), so asyncpg's four-statement reset would be a wasted round trip."""
+    if raw.is_in_transaction():
+        await raw.execute("ROLLBACK")
+
+
+async def _json_codecs(raw: asyncpg.Connection) -> None:
+    """JSON goes in as text and comes back parsed, by orjson."""
+    for kind in ("json", "jsonb"):
+        await raw.set_type_codec(kind, schema="pg_catalog", encoder=str, decoder=orjson.loads, format="text")
 
 
 def _recorded(r: Any) -> RecordedEvent:
@@ -331,10 +410,10 @@ def _recorded(r: Any) -> RecordedEvent:
     )
 
 
-def _pool_from_row(r: Any) -> PoolCounters:
+def _pool_from_row(r: Any, spec: dict[str, Any] | None) -> PoolCounters:
     return PoolCounters(
         nodepool=r["nodepool"],
-        spec=r["spec"],
+        spec=spec,
         nodes=r["nodes"],
         in_flight=r["in_flight"],
         initialized=r["initialized"],
@@ -388,22 +467,27 @@ def _claim_stream(name: str) -> str:
 class _Batch:
     """The work of one append transaction."""
 
-    def __init__(self, raw: asyncpg.Connection, units: Sequence[Unit]) -> None:
+    def __init__(self, raw: asyncpg.Connection, units: Sequence[Unit], cache: ClaimCache, specs: SpecCache) -> None:
         self.raw = raw
         self.units = units
+        self.cache = cache
+        self.specs = specs
+        self.heads: dict[str, int] = {}
+        self.claims: dict[str, ClaimState] = {}
+        self.known: dict[str, tuple[int, ClaimState | None]] = {}
+        self.folded: dict[str, int] = {}
         self.results: list[list[int] | StoreError | ReservationError | None] = [None] * len(units)
         self.twins: dict[int, int] = {}
+        self.loaded_specs: dict[str, dict[str, Any] | None] = {}  # to write a pool's spec only when it changed
 
     async def run(self) -> list[list[int] | StoreError | ReservationError]:
         # Lock first, then look for stored ids: a redelivery that waited on the lock for its first
         # copy's commit must find that copy, not a stream that moved.
-        pools = await self._lock_pools(list(range(len(self.units))))
-        pending = await self._drop_redelivered()
-        if not pending:
-            for i, twin in self.twins.items():
-                self.results[i] = self.results[twin]
-            return self.results  # type: ignore[return-value]
-        heads, claims = await self._read_streams(pending, pools)
+        names = sorted(
+            {name for u in self.units for a in u for e in a.events if (name := counted_pool(e.type, e.data))}
+        )
+        pools, found, heads, claims = await self._lock_and_read(names)
+        pending = self._drop_redelivered(found)
         written: list[tuple[int, list[_Row]]] = []
         for i in pending:
             outcome = self._apply(self.units[i], pools, claims, heads)
@@ -417,13 +501,8 @@ class _Batch:
             self.results[i] = self.results[twin]
         return self.results  # type: ignore[return-value]
 
-    async def _drop_redelivered(self) -> list[int]:
-        ids = [e.event_id for u in self.units for a in u for e in a.events]
-        found = dict(
-            await self.raw.fetch(
-                "SELECT e.event_id, e.position FROM unnest($1::uuid[]) AS i(id) JOIN events e ON e.event_id = i.id", ids
-            )
-        )
+    def _drop_redelivered(self, found: dict[uuid.UUID, int]) -> list[int]:
+        """The units to apply: those none of whose ids is stored or repeated in this batch."""
         pending = []
         first_with: dict[uuid.UUID, int] = {}
         for i, u in enumerate(self.units):
@@ -447,33 +526,49 @@ class _Batch:
                 )
         return pending
 
-    async def _lock_pools(self, pending: list[int]) -> dict[str, PoolCounters]:
-        names = sorted(
-            {
-                name
-                for i in pending
-                for a in self.units[i]
-                for e in a.events
-                if (name := counted_pool(e.type, e.data)) is not None
-            }
-        )
-        if not names:
-            return {}
-        await self.raw.execute(
-            "INSERT INTO nodepool_counters (nodepool) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", names
-        )
-        rows = await self.raw.fetch(
-            "SELECT * FROM nodepool_counters WHERE nodepool = ANY($1::text[]) ORDER BY nodepool FOR UPDATE", names
-        )
-        return {r["nodepool"]: _pool_from_row(r) for r in rows}
+    async def _lock_and_read(
+        self, names: list[str]
+    ) -> tuple[dict[str, PoolCounters], dict[uuid.UUID, int], dict[str, int], dict[str, ClaimState]]:
+        """Lock the counter rows of every pool the batch counts in, then read what the checks need:
+        which event ids are stored already (and where), each stream's head, and the state of
+        every claim the events touch.
 
-    async def _read_streams(
-        self, pending: list[int], pools: dict[str, PoolCounters]
-    ) -> tuple[dict[str, int], dict[str, ClaimState]]:
-        streams = sorted({a.stream_id for i in pending for a in self.units[i]})
+        Usually one round trip: the read rides on the locking statement. That statement's
+        snapshot predates any wait for the lock, so it also reports each pool's version as the
+        snapshot saw it; if a pool moved meanwhile (a writer committed while we waited), the read
+        is repeated under the lock. A batch that replaces disrupted claims needs the pools first
+        (they name the candidates), and a pool's first event creates its row: both take two
+        round trips."""
+        if not names:
+            return ({}, *self._parse(await self.raw.fetch(_READ, *self._read_arguments({}))))
+        rows: list[Any] = []
+        if not any(e.data.get("replacement_for") for u in self.units for a in u for e in a.events):
+            rows = await self.raw.fetch(_LOCK_AND_READ, *self._read_arguments({}), names)
+        locked = {r[0]: r[3] for r in rows if r[2] == _POOL}
+        if len(locked) == len(names) and all(row["version"] == row["seen"] for row in locked.values()):
+            pools = self._pools(locked.values())
+            return (pools, *self._parse([r for r in rows if r[2] != _POOL]))
+        locked_rows = await self.raw.fetch(_LOCK_POOLS, names)
+        if len(locked_rows) < len(names):
+            await self.raw.execute(
+                "INSERT INTO nodepool_counters (nodepool) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", names
+            )
+            locked_rows = await self.raw.fetch(_LOCK_POOLS, names)
+        pools = self._pools(locked_rows)
+        return (pools, *self._parse(await self.raw.fetch(_READ, *self._read_arguments(pools))))
+
+    def _pools(self, rows: Iterable[Any]) -> dict[str, PoolCounters]:
+        pools = {r["nodepool"]: _pool_from_row(r, self.specs.parse(r["spec"])) for r in rows}
+        self.loaded_specs = {name: pool.spec for name, pool in pools.items()}
+        return pools
+
+    def _read_arguments(self, pools: dict[str, PoolCounters]) -> list[Any]:
+        """`_READ`'s arguments: the batch's event ids, the claims to fold (from the version this
+        process knows each at), the other streams."""
+        streams = {a.stream_id for u in self.units for a in u}
         claim_names: set[str] = set()
-        for i in pending:
-            for a in self.units[i]:
+        for u in self.units:
+            for a in u:
                 for e in a.events:
                     if counted_pool(e.type, e.data) is None:
                         continue
@@ -484,33 +579,40 @@ class _Batch:
                     if decision and e.data["nodepool"] in pools:
                         disrupting = pools[e.data["nodepool"]].disrupting
                         claim_names.update(n for n, (_, d) in disrupting.items() if d == decision)
-        folded = sorted({_claim_stream(n) for n in claim_names})
-        heads_only = sorted(set(streams) - set(folded))
-        # One round trip, one index probe per stream (`= ANY ... GROUP BY` turns into a scan as
-        # the log grows): whole streams of the claims to fold, only the head of the others.
-        rows = await self.raw.fetch(
-            "SELECT s.id, e.version, e.type, e.data FROM unnest($1::text[]) AS s(id)"
-            " CROSS JOIN LATERAL (SELECT version, type, data FROM events WHERE stream_id = s.id ORDER BY version) AS e"
-            " UNION ALL"
-            " SELECT s.id, (SELECT max(version) FROM events WHERE stream_id = s.id), NULL, NULL"
-            " FROM unnest($2::text[]) AS s(id)",
-            folded,
-            heads_only,
-        )
-        heads: dict[str, int] = {}
+        self.known = {name: self.cache.get(name) for name in claim_names}
+        self.folded = {_claim_stream(n): after for n, (after, _) in self.known.items()}
+        return [
+            [e.event_id for u in self.units for a in u for e in a.events],
+            list(self.folded),
+            list(self.folded.values()),
+            sorted(streams - self.folded.keys()),
+        ]
+
+    def _parse(self, rows: Iterable[Any]) -> tuple[dict[uuid.UUID, int], dict[str, int], dict[str, ClaimState]]:
+        found: dict[uuid.UUID, int] = {}
+        heads: dict[str, int] = {stream: after for stream, after in self.folded.items() if after}
         by_stream: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        for stream, version, kind, data in rows:
-            if version is None:
+        for stream, number, kind, data in rows:
+            if number is None:
                 continue
-            heads[stream] = max(version, heads.get(stream, 0))
+            if kind == _STORED:
+                found[uuid.UUID(stream)] = number
+                continue
+            heads[stream] = max(number, heads.get(stream, 0))
             if kind is not None:
                 by_stream.setdefault(stream, []).append((kind, data))
         claims: dict[str, ClaimState] = {}
-        for name in claim_names:
-            state = fold_claim(by_stream.get(_claim_stream(name), ()))
+        for name, (_, state) in self.known.items():
+            state = fold_claim(by_stream.get(_claim_stream(name), ()), name, state)
             if state is not None:
                 claims[name] = state
-        return heads, claims
+        self.heads, self.claims = heads, claims
+        return found, heads, claims
+
+    def remember(self) -> None:
+        """After the commit: keep the claims as this transaction left them."""
+        for name, state in self.claims.items():
+            self.cache.put(name, self.heads[_claim_stream(name)], state)
 
     def _apply(
         self,
@@ -528,7 +630,7 @@ class _Batch:
         if not single:
             for name in {counted_pool(e.type, e.data) for a in appends for e in a.events} - {None}:
                 saved_pools[name] = _pool_copy(pools[name])  # type: ignore[index]
-            saved_claims = {n: copy(claims[n]) if n in claims else None for n in _claims_touched(appends)}
+            saved_claims = {n: claims[n].copy() if n in claims else None for n in _claims_touched(appends)}
             saved_heads = {a.stream_id: heads.get(a.stream_id, 0) for a in appends}
         out: list[_Row] = []
         try:
@@ -572,34 +674,78 @@ class _Batch:
         rows_out = [r for _, rs in written for r in rs]
         events = [r.event for r in rows_out]
         last_event: dict[str, uuid.UUID] = {r.pool: r.event.event_id for r in rows_out if r.pool is not None}
-        changed = [pools[n] for n in sorted(last_event)]
-        dumps = json.dumps
+        dumps = orjson.dumps
+        counters = [
+            {
+                "nodepool": p.nodepool,
+                "spec_changed": p.spec is not self.loaded_specs.get(p.nodepool),
+                "spec": p.spec if p.spec is not self.loaded_specs.get(p.nodepool) else None,
+                "nodes": p.nodes,
+                "in_flight": p.in_flight,
+                "initialized": p.initialized,
+                "resources": format_resources({k: v for k, v in p.resources.items() if v}),
+                "disrupting": p.disrupting,
+                "by_reason": p.disrupting_by_reason(),
+                "replacing": p.replacing,
+                "version": p.version,
+                "last_event": last_event[p.nodepool],
+            }
+            for p in (pools[n] for n in sorted(last_event))
+        ]
         rows = await self.raw.fetch(
             _INSERT,
-            APPEND_LOCK,
             [e.event_id for e in events],
             [e.stream_id for e in events],
             [r.version for r in rows_out],
             [e.type for e in events],
             [e.schema_version for e in events],
-            [dumps(r.data, separators=(",", ":")) for r in rows_out],
-            [dumps(e.metadata.to_dict(), separators=(",", ":")) for e in events],
+            [dumps(r.data).decode() for r in rows_out],
+            [dumps(e.metadata.to_dict()).decode() for e in events],
             [e.occurred_at for e in events],
-            [p.nodepool for p in changed],
-            [None if p.spec is None else dumps(p.spec) for p in changed],
-            [p.nodes for p in changed],
-            [p.in_flight for p in changed],
-            [p.initialized for p in changed],
-            [dumps(format_resources({k: v for k, v in p.resources.items() if v})) for p in changed],
-            [dumps(p.disrupting) for p in changed],
-            [dumps(p.disrupting_by_reason()) for p in changed],
-            [p.version for p in changed],
-            [last_event[p.nodepool] for p in changed],
-            [dumps(p.replacing) for p in changed],
+            dumps(counters).decode(),
         )
         positions = {r[1]: r[0] for r in rows}
         for i, rs in written:
             self.results[i] = [positions[r.event.event_id] for r in rs]
+
+
+class ClaimCache:
+    """Claim states as of a stream version, kept between this process's transactions. A stream
+    never changes below its head, so a transaction reads only the events after the version it
+    knows (usually none: this process wrote them). Entries are copies both ways, because a batch
+    evolves its claims in place; a batch that does not commit leaves the cache as it was."""
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._states: dict[str, tuple[int, ClaimState]] = {}
+
+    def get(self, name: str) -> tuple[int, ClaimState | None]:
+        known = self._states.get(name)
+        return (known[0], known[1].copy()) if known else (0, None)
+
+    def put(self, name: str, version: int, state: ClaimState) -> None:
+        if len(self._states) >= self.size and name not in self._states:
+            self._states.clear()  # simple and bounded: the next transactions read the streams whole
+        self._states[name] = (version, state.copy())
+
+
+class SpecCache:
+    """One object per distinct stored NodePool spec, so its parsed policy is reused by identity
+    (`PoolCounters.policy`) instead of being looked up by its serialised form every transaction."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._specs: dict[str, dict[str, Any]] = {}
+
+    def parse(self, text: str | None) -> dict[str, Any] | None:
+        if text is None:
+            return None
+        spec = self._specs.get(text)
+        if spec is None:
+            if len(self._specs) >= self.size:
+                self._specs.clear()
+            spec = self._specs[text] = orjson.loads(text)
+        return spec
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,3 +122,82 @@ async def test_the_relay_command_publishes_what_is_committed(
     assert run.returncode == 0, run.stderr
     assert f"published {total} events" in run.stdout
     assert (await jetstream.stream_info(STREAM)).state.messages == total
+
+
+async def _draw_position_without_commit(raw, pool: str = "slow") -> int:
+    """An append caught between drawing its position and committing, as a slow writer is."""
+    await raw.fetchval("SELECT pg_current_xact_id()")
+    event = new(applied(pool))
+    return await raw.fetchval(
+        "INSERT INTO events (event_id, stream_id, version, type, data, occurred_at)"
+        " VALUES ($1, $2, 1, $3, $4::jsonb, $5) RETURNING position",
+        event.event_id,
+        event.stream_id,
+        event.type,
+        json.dumps(event.data),
+        event.occurred_at,
+    )
+
+
+async def published_positions(js: JetStreamContext) -> list[int]:
+    return [json.loads(m.data)["position"] for m in await stream_messages(js)]
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+async def test_the_relay_waits_at_a_position_still_being_written(
+    store: EventStore, jetstream: JetStreamContext, outcome: str
+):
+    """Without a log-wide lock a later append can commit first: the relay must neither skip the
+    earlier position while its transaction runs nor wait for it after a rollback."""
+    before = await fill(store, pools=1, claims=1)
+    relay = OutboxRelay(store, jetstream)
+    async with store.driver_connection() as raw:
+        transaction = raw.transaction()
+        await transaction.start()
+        slow = await _draw_position_without_commit(raw)
+        late = applied("late")
+        (after,) = await store.append(late.stream_id, None, [new(late)])
+        assert after > slow
+        assert await relay.drain() == before
+        assert relay.waiting_on == slow
+        assert await relay.drain() == 0  # still running: keep waiting
+        assert await published_positions(jetstream) == list(range(1, before + 1))
+        await (transaction.commit() if outcome == "commit" else transaction.rollback())
+    assert await relay.drain() == 2
+    assert relay.waiting_on is None
+    kept = [slow] if outcome == "commit" else []
+    assert await published_positions(jetstream) == [*range(1, before + 1), *kept, after]
+    assert relay.published == before + len(kept) + 1
+    assert await relay.checkpoint() == after
+
+
+async def test_a_running_relay_publishes_every_commit_of_concurrent_writers_in_order(
+    store: EventStore, jetstream: JetStreamContext
+):
+    stop = asyncio.Event()
+    relay = OutboxRelay(store, jetstream, batch_size=16)
+    running = asyncio.create_task(relay.run(stop, idle=0.005))
+
+    async def writer(w: int) -> None:
+        for i in range(25):
+            if i % 7 == 3:  # a writer that dies after drawing a position
+                async with store.driver_connection() as raw:
+                    transaction = raw.transaction()
+                    await transaction.start()
+                    await _draw_position_without_commit(raw, f"doomed-{w}-{i}")
+                    await asyncio.sleep(0.01)
+                    await transaction.rollback()
+                continue
+            pool = applied(f"w{w}-{i}")
+            await store.append(pool.stream_id, None, [new(pool)])
+
+    await asyncio.gather(*(writer(w) for w in range(6)))
+    async with store.driver_connection() as raw:
+        committed = [r[0] for r in await raw.fetch("SELECT position FROM events ORDER BY position")]
+    for _ in range(500):
+        if await relay.checkpoint() == committed[-1]:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await running
+    assert await published_positions(jetstream) == committed

@@ -103,3 +103,95 @@ def test_the_audit_reports_malformed_and_unplaced_events():
     ]
     out = replay(log)
     assert [(v.position, v.rule) for v in out.violations] == [(2, "payload"), (3, "payload"), (4, "payload")]
+
+
+async def test_a_claim_moved_on_by_another_process_is_read_past_what_this_one_remembers(migrated_url: str):
+    """Each store remembers claims as it last saw them; another process's events must still count."""
+    from tests.factories import launched, terminated
+
+    here, elsewhere = EventStore.connect(migrated_url), EventStore.connect(migrated_url)
+    try:
+        await seed(here, applied("p", {"cpu": "100"}))
+        claim = created("c1", "p", ("8", "32Gi"))
+        await here.append(claim.stream_id, NO_STREAM, [new(claim)])  # reserves 8 cpu
+        moved = launched("c1", "p", cpu="2", memory="8Gi")
+        await elsewhere.append(moved.stream_id, 1, [new(moved)])  # settles to 2 cpu
+        ended = terminated("c1", "p")
+        assert await here.append(ended.stream_id, 2, [new(ended)])  # `here` must know the head is 2
+        counters = (await here.counters("p"))["p"]
+        assert (counters.nodes, counters.in_flight, counters.resources) == (0, 0, {})
+        log = [e async for page in here.log_entries() for e in page]
+        assert replay(log).pools["p"].comparable() == counters.comparable()
+    finally:
+        await here.close()
+        await elsewhere.close()
+
+
+async def test_a_transaction_that_does_not_commit_leaves_no_trace_in_what_the_store_remembers(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+):
+    from shared.store import eventstore
+    from tests.factories import launched
+
+    await seed(store, applied("p", {"nodes": "5"}))
+    first = created("c1", "p")
+    await store.append(first.stream_id, NO_STREAM, [new(first)])
+    write = eventstore._Batch._write
+
+    async def write_then_fail(self, *args):
+        await write(self, *args)
+        raise RuntimeError("connection lost before commit")
+
+    monkeypatch.setattr(eventstore._Batch, "_write", write_then_fail)
+    moved = launched("c1", "p")
+    with pytest.raises(RuntimeError, match="before commit"):
+        await store.append(moved.stream_id, 1, [new(moved)])
+    monkeypatch.setattr(eventstore._Batch, "_write", write)
+    assert await store.stream_version(moved.stream_id) == 1
+    await store.append(moved.stream_id, 1, [new(moved)])  # the store still knows c1 at version 1
+    assert (await store.counters("p"))["p"].in_flight == 0
+
+
+async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_committed(
+    store: EventStore, migrated_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """The lock and the read share one statement, whose snapshot predates the wait: the store
+    must notice that the pool moved and read again, or it would miss the holder's events."""
+    from shared.store import eventstore
+    from tests.factories import launched, terminated
+
+    await seed(store, applied("p", {"nodes": "5"}))
+    claim = created("c1", "p")
+    await store.append(claim.stream_id, NO_STREAM, [new(claim)])
+    gate = asyncio.Event()
+    write = eventstore._Batch._write
+
+    async def write_and_hold(self, written, pools):
+        await write(self, written, pools)
+        if any(r.event.type == "NodeClaimLaunched" for _, rows in written for r in rows):
+            await gate.wait()  # commit only when the other append is queued on the pool's row
+
+    monkeypatch.setattr(eventstore._Batch, "_write", write_and_hold)
+    holder = EventStore.connect(migrated_url)
+    try:
+        moved = launched("c1", "p")
+        holding = asyncio.create_task(holder.append(moved.stream_id, 1, [new(moved)]))
+        while not holding.done() and await store.stream_version(claim.stream_id) == 1:
+            async with store.driver_connection() as raw:
+                if await raw.fetchval("SELECT count(*) FROM pg_locks WHERE relation = 'nodepool_counters'::regclass"):
+                    break
+            await asyncio.sleep(0.01)
+        ended = terminated("c1", "p")
+        waiting = asyncio.create_task(store.append(ended.stream_id, 2, [new(ended)]))
+        for _ in range(500):
+            async with store.driver_connection() as raw:
+                if await raw.fetchval("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"):
+                    break
+            await asyncio.sleep(0.01)
+        gate.set()
+        await holding
+        assert await waiting == [4]  # the pool's event, the claim's three
+    finally:
+        await holder.close()
+    counters = (await store.counters("p"))["p"]
+    assert (counters.nodes, counters.in_flight) == (0, 0)
