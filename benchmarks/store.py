@@ -6,12 +6,12 @@
    latency (p50, p99). Target: >= 20,000 events/s at p99 <= 10 ms.
 2. One event per transaction: the same lifecycle with `EventStore.append`, 16 writers.
    Target: >= 2,000 events/s.
-   Baseline for both: the same rows INSERTed one per transaction, with no check, no counters
-   and no append lock (what a naive event table gives).
+   Baseline for both: the same rows INSERTed one per transaction, with no check and no counters
+   (what a naive event table gives).
 3. Audit replay: a log of 1,000,000 lifecycle events over 10 pools. The fold alone, and the full
    `nodewright audit` path (read from PostgreSQL + fold + compare counters). Target: <= 3 s.
 
-Run: `make bench` (or `python benchmarks/store.py --events 60000 --replay 1000000`).
+Run: `make bench` (or `python -m benchmarks.store --events 60000 --replay 1000000`).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ async def drive(append, total_events: int, writers: int) -> tuple[float, list[fl
 
 
 async def baseline(url: str, total_events: int, writers: int) -> float:
-    """The same rows, one INSERT per transaction, no checks, counters or lock."""
+    """The same rows, one INSERT per transaction, no checks or counters."""
     import asyncpg
 
     pool = await asyncpg.create_pool(
@@ -227,7 +227,7 @@ def main() -> None:
         f"p99 {s['p99_ms']:.2f} ms (target >= 2,000/s)"
     )
     print(
-        f"baseline, bare INSERT per transaction (no checks, counters, ordering lock): {base:,.0f} events/s; "
+        f"baseline, bare INSERT per transaction (no checks, no counters): {base:,.0f} events/s; "
         f"ratios: batched {b['events_per_s'] / base:.1f}x, single {s['events_per_s'] / base:.2f}x"
     )
 

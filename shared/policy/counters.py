@@ -105,7 +105,14 @@ def quantity(text: str) -> Decimal:
 
 
 def resources_of(raw: Mapping[str, str]) -> dict[str, Decimal]:
-    return {name: quantity(str(value)) for name, value in raw.items()}
+    """The quantities of a capacity map; a fresh dict the caller may change."""
+    return dict(_resources(tuple(raw.items())))
+
+
+@functools.lru_cache(maxsize=4096)
+def _resources(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Decimal], ...]:
+    """Memoised: a log repeats the same few instance-type capacities millions of times."""
+    return tuple((name, quantity(str(value))) for name, value in items)
 
 
 def format_resources(values: Mapping[str, Decimal]) -> dict[str, str]:
@@ -469,8 +476,12 @@ _CHECK: dict[str, Check] = {
 
 
 def _add(target: dict[str, Decimal], values: Mapping[str, Decimal], sign: int) -> None:
-    for name, value in values.items():
-        target[name] = target.get(name, Decimal(0)) + sign * value
+    if sign > 0:
+        for name, value in values.items():
+            target[name] = target[name] + value if name in target else value
+    else:
+        for name, value in values.items():
+            target[name] = target[name] - value if name in target else -value
 
 
 def _applied(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:

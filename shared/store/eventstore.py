@@ -6,19 +6,24 @@ fails on its own, because every rule is checked in memory, against locked counte
 anything is written.
 
 One transaction, in order:
-1. events whose ids are already stored make their unit a no-op that returns the first positions
+1. the counter rows of every pool the units touch are locked (`FOR UPDATE`, in name order) and,
+   in the same statement, the batch's event ids, stream heads and claims are read (read again if
+   the statement waited for a lock while a pool moved);
+2. units whose event ids are stored already are no-ops that return the first positions
    (idempotent redelivery);
-2. the counter rows of every pool the units touch are locked (`FOR UPDATE`, in name order);
-3. stream heads and the claims the events touch are read, and the counters checked and evolved
-   unit by unit (`shared.policy.counters`); a unit that breaks a rule is dropped with its error;
+3. the counters are checked and evolved unit by unit (`shared.policy.counters`); a unit that
+   breaks a rule is dropped with its error;
 4. one statement inserts the events and writes the counters. It first makes sure the transaction
    has its id, so that a position is never drawn by a transaction younger than a snapshot that
    could see a later one: that lets readers tell a position still being written from one lost
    to a rollback (`shared.store.gaps`). No log-wide lock: positions of concurrent transactions
-   commit out of order, and only the outbox relay needs to wait for the gaps to settle.
+   commit out of order, and only the outbox relay needs to wait for the gaps to settle. Within
+   one pool, positions still follow the order of its row lock: the order the audit replays.
 
 The hot statements go to asyncpg directly (prepared, binary, arrays), on a pool of its own with
-JSON passed as text and read back by orjson; SQLAlchemy's engine serves the rest.
+JSON passed as text and read back by orjson; SQLAlchemy's engine serves the rest. Those
+connections use generic plans: every statement is an index probe by design, and planning the
+insert afresh each time cost PostgreSQL more than running it.
 """
 
 from __future__ import annotations
@@ -104,11 +109,12 @@ WITH xact AS MATERIALIZED (SELECT pg_current_xact_id()),
 ins AS (
     INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at)
     SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at
-    FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::smallint[], $6::jsonb[], $7::jsonb[],
-                $8::timestamptz[]) WITH ORDINALITY
-         AS u(event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, ord)
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
+    CROSS JOIN LATERAL jsonb_to_record(j.event)
+         AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
+              metadata jsonb, occurred_at timestamptz)
     CROSS JOIN xact
-    ORDER BY u.ord
+    ORDER BY j.ord
     RETURNING position, event_id
 ),
 counters AS (
@@ -117,7 +123,7 @@ counters AS (
         initialized = p.initialized, resources = p.resources, disrupting = p.disrupting,
         disrupting_by_reason = p.by_reason, replacing = p.replacing, version = p.version,
         last_position = (SELECT position FROM ins WHERE ins.event_id = p.last_event), updated_at = clock_timestamp()
-    FROM jsonb_to_recordset($9::jsonb)
+    FROM jsonb_to_recordset($2::jsonb)
          AS p(nodepool text, spec_changed boolean, spec jsonb, nodes int, in_flight int, initialized int,
               resources jsonb, disrupting jsonb, by_reason jsonb, replacing jsonb, version bigint, last_event uuid)
     WHERE c.nodepool = p.nodepool
@@ -672,7 +678,6 @@ class _Batch:
 
     async def _write(self, written: list[tuple[int, list[_Row]]], pools: dict[str, PoolCounters]) -> None:
         rows_out = [r for _, rs in written for r in rs]
-        events = [r.event for r in rows_out]
         last_event: dict[str, uuid.UUID] = {r.pool: r.event.event_id for r in rows_out if r.pool is not None}
         dumps = orjson.dumps
         counters = [
@@ -694,14 +699,22 @@ class _Batch:
         ]
         rows = await self.raw.fetch(
             _INSERT,
-            [e.event_id for e in events],
-            [e.stream_id for e in events],
-            [r.version for r in rows_out],
-            [e.type for e in events],
-            [e.schema_version for e in events],
-            [dumps(r.data).decode() for r in rows_out],
-            [dumps(e.metadata.to_dict()).decode() for e in events],
-            [e.occurred_at for e in events],
+            dumps(
+                [
+                    {
+                        "event_id": r.event.event_id,
+                        "stream_id": r.event.stream_id,
+                        "version": r.version,
+                        "type": r.event.type,
+                        "schema_version": r.event.schema_version,
+                        "data": r.data,
+                        "metadata": r.event.metadata.to_dict(),
+                        "occurred_at": r.event.occurred_at,
+                    }
+                    for r in rows_out
+                ],
+                option=orjson.OPT_NAIVE_UTC,
+            ).decode(),
             dumps(counters).decode(),
         )
         positions = {r[1]: r[0] for r in rows}
