@@ -177,8 +177,13 @@ class PoolCounters:
         if self.spec is None:
             return None
         if self._policy is None or self._policy_for is not self.spec:
-            self._policy = _policy_of(json.dumps(self.spec, sort_keys=True))
-            self._policy_for = self.spec
+            known = _POLICY_BY_OBJECT.get(id(self.spec))
+            if known is None or known[0] is not self.spec:
+                if len(_POLICY_BY_OBJECT) >= 1024:
+                    _POLICY_BY_OBJECT.clear()
+                policy = _policy_of(json.dumps(self.spec, sort_keys=True))
+                known = _POLICY_BY_OBJECT[id(self.spec)] = (self.spec, policy)
+            self._policy, self._policy_for = known[1], self.spec
         return self._policy
 
     def comparable(self) -> dict[str, Any]:
@@ -203,6 +208,11 @@ class _PoolPolicy:
     limits: dict[str, Decimal]
     budgets: DisruptionBudgets
     soft: bool
+
+
+_POLICY_BY_OBJECT: dict[int, tuple[dict[str, Any], _PoolPolicy]] = {}
+"""Policies by spec object, for callers that hand the same spec to many PoolCounters (the store's
+spec cache): no serialising at all. The entry keeps its spec alive, so an id is never reused."""
 
 
 @functools.lru_cache(maxsize=1024)
