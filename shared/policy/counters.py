@@ -99,9 +99,8 @@ ERRORS: dict[str, type[ReservationError]] = {
 }
 
 
-@functools.lru_cache(maxsize=4096)
-def quantity(text: str) -> Decimal:
-    return parse(text)
+quantity = parse
+"""A quantity's exact value (`parse` memoises the texts it has seen)."""
 
 
 def resources_of(raw: Mapping[str, str]) -> dict[str, Decimal]:
