@@ -7,7 +7,6 @@ Audit and replay fold the log with the same pure code the store runs when it app
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from services.cli.folding import fold_log
 from shared.events.envelope import RecordedEvent
 from shared.policy.audit import LogEntry, Replay
 from shared.policy.counters import PoolCounters
@@ -104,23 +104,18 @@ class AuditResult:
         return out
 
 
-async def fold_database(url: str, *, until: datetime | None = None, explain: str | None = None) -> tuple[Replay, dict]:
+async def fold_database(
+    url: str, *, until: datetime | None = None, explain: str | None = None, workers: int | None = None
+) -> tuple[Replay, dict[str, PoolCounters]]:
     """The replay of the database's log, and its live counters."""
     store = await open_store(url)
-    collecting = gc.isenabled()
-    gc.disable()  # the fold makes millions of objects and no cycles: collections only cost time
     try:
-        replay = Replay(until=until, explain=explain)
-        pages = store.log_entries()
-        # fetch the next page while this one is folded: PostgreSQL works on the other core
-        upcoming = asyncio.ensure_future(anext(pages, None))
-        while (page := await upcoming) is not None:
-            upcoming = asyncio.ensure_future(anext(pages, None))
-            replay.feed(page)
         live = await store.counters()
+        sizes = {name: pool.version for name, pool in live.items() if pool.version}
+        if not sizes:  # a log written around the store (imported, planted): ask the log itself
+            sizes = await store.pool_sizes()
+        replay = await fold_log(store, url, sizes, until=until, explain=explain, workers=workers)
     finally:
-        if collecting:
-            gc.enable()
         await store.close()
     return replay, live
 
@@ -142,8 +137,8 @@ def compare_counters(replayed: dict[str, PoolCounters], live: dict[str, PoolCoun
     return out
 
 
-async def audit_database(url: str, explain: str | None = None) -> AuditResult:
-    replay, live = await fold_database(url, explain=explain)
+async def audit_database(url: str, explain: str | None = None, workers: int | None = None) -> AuditResult:
+    replay, live = await fold_database(url, explain=explain, workers=workers)
     mismatches = compare_counters(replay.pools, live)
     return AuditResult(replay, not mismatches, mismatches)
 

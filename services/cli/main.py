@@ -150,6 +150,14 @@ def events_export(file: Annotated[Path, typer.Argument(help="JSON Lines file to 
     typer.echo(f"exported {count} events to {file}")
 
 
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", min=1, help="processes folding the log, split by NodePool (default: the cores available)"
+    ),
+]
+
+
 @app.command()
 def audit(
     output: OutputOption = Output.TEXT,
@@ -159,6 +167,7 @@ def audit(
     from_file: Annotated[
         Path | None, typer.Option("--from-file", help="audit an exported JSONL log instead of the database")
     ] = None,
+    workers: WorkersOption = None,
 ) -> None:
     """Replay the log: re-check every launch against the limits then in force and every disruption
     against the budgets active at its time; compare the counters. Exit 1 on any violation."""
@@ -169,7 +178,7 @@ def audit(
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
     else:
-        result = _run_with_database(lambda url: eventlog.audit_database(url, explain))
+        result = _run_with_database(lambda url: eventlog.audit_database(url, explain, workers))
     if output == Output.JSON:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -183,6 +192,7 @@ def audit(
 def replay(
     at: Annotated[str, typer.Option("--at", help="instant (RFC 3339, or 'now')")],
     output: OutputOption = Output.TEXT,
+    workers: WorkersOption = None,
 ) -> None:
     """Each NodePool's counters and the spec in force at --at, rebuilt from the log."""
     from datetime import UTC, datetime
@@ -192,7 +202,7 @@ def replay(
     except budgets_cmd.UsageError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    folded, _ = _run_with_database(lambda url: eventlog.fold_database(url, until=instant))
+    folded, _ = _run_with_database(lambda url: eventlog.fold_database(url, until=instant, workers=workers))
     view = eventlog.point_in_time(folded, instant)
     typer.echo(json.dumps(view, indent=2) if output == Output.JSON else eventlog.render_point_in_time(view))
 

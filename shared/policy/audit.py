@@ -8,8 +8,8 @@ store would have refused is a violation, whoever wrote it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -78,6 +78,7 @@ class Replay:
     claims: dict[str, ClaimState] = field(default_factory=dict)
     violations: list[AuditViolation] = field(default_factory=list)
     story: list[Chapter] = field(default_factory=list)
+    unknown_claims: set[str] = field(default_factory=set)  # looked up and not found, when a rule needed them
 
     def pool(self, name: str) -> PoolCounters:
         pool = self.pools.get(name)
@@ -85,17 +86,19 @@ class Replay:
             pool = self.pools[name] = PoolCounters(name)
         return pool
 
-    def feed(self, entries: Iterable[LogEntry]) -> None:
-        """Fold entries in position order. With `until`, events that occurred after it are left
-        out (occurred_at is the decision's clock, not the log's order, so the fold goes on)."""
+    def feed(self, entries: Iterable[Sequence[Any]]) -> None:
+        """Fold entries in position order: `LogEntry`s, or any rows of the same five fields. With
+        `until`, events that occurred after it are left out (occurred_at is the decision's clock,
+        not the log's order, so the fold goes on)."""
         claim = self.explain.removeprefix("nodeclaim-") if self.explain else None
         until = self.until
+        pools, claims = self.pools, self.claims
         for entry in entries:
-            if until is not None and entry.occurred_at > until:
+            position, _, event_type, data, occurred_at = entry
+            if until is not None and occurred_at > until:
                 continue
             self.events += 1
-            self.last_position = entry.position
-            event_type, data = entry.type, entry.data
+            self.last_position = position
             if event_type not in COUNTED_EVENTS:
                 continue
             name = counted_pool(event_type, data) if isinstance(data, dict) else None
@@ -106,21 +109,62 @@ class Replay:
                 self.launches += 1
             elif event_type == "DisruptionDecided":
                 self.disruptions += 1
-            pool = self.pool(name)
+            pool = pools.get(name) or self.pool(name)
             explaining = claim is not None and _mentions(claim, data)
             try:
-                outcome = check(pool, self.claims, event_type, data, entry.occurred_at, explaining)
-                evolve(pool, self.claims, event_type, data, entry.position)
+                outcome = check(pool, claims, event_type, data, occurred_at, explaining)
+                evolve(pool, claims, event_type, data, position)
             except (KeyError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
                 self._violation(entry, Rule.PAYLOAD, f"{event_type} is malformed: {exc!r}")
                 continue
             if outcome.violation is not None:
                 self._violation(entry, outcome.violation.rule, outcome.violation.detail)
+                unknown = outcome.violation.numbers.get("unknown_claim")
+                if unknown is not None:
+                    self.unknown_claims.add(unknown)
             if explaining:
-                self.story.append(_chapter(entry, outcome.record, outcome.violation))
+                self.story.append(_chapter(LogEntry(*entry), outcome.record, outcome.violation))
 
-    def _violation(self, entry: LogEntry, rule: str, detail: str) -> None:
-        self.violations.append(AuditViolation(entry.position, entry.stream_id, entry.type, rule, detail))
+    def _violation(self, entry: Sequence[Any], rule: str, detail: str) -> None:
+        position, stream_id, event_type, _, _ = entry
+        self.violations.append(AuditViolation(position, stream_id, event_type, rule, detail))
+
+    def detached(self) -> Replay:
+        """This fold without its claims and cached policies: what a worker process sends back."""
+        pools = {name: replace(pool, _policy=None, _policy_for=None) for name, pool in self.pools.items()}
+        return replace(self, pools=pools, claims={})
+
+    @classmethod
+    def joined(
+        cls, parts: Sequence[Replay], claims: Sequence[Iterable[str]], uncounted: tuple[int, int]
+    ) -> Replay | None:
+        """The fold of the whole log from folds of its partitions (`Partition`), or None when they
+        may differ from one fold of the whole: when two parts created claims of the same name, or
+        a part's rule looked for a claim that another part holds. `claims` are each part's claim
+        names; `uncounted` is (count, last position) of the events no part read."""
+        first = parts[0]
+        owner: dict[str, int] = {}
+        for index, names in enumerate(claims):
+            for name in names:
+                if owner.setdefault(name, index) != index:
+                    return None
+        for index, part in enumerate(parts):
+            if any(owner.get(name, index) != index for name in part.unknown_claims):
+                return None
+        count, last = uncounted
+        out = cls(until=first.until, explain=first.explain, events=count, last_position=last)
+        for part in parts:
+            out.events += part.events
+            out.launches += part.launches
+            out.disruptions += part.disruptions
+            out.last_position = max(out.last_position, part.last_position)
+            out.pools.update(part.pools)
+            out.violations.extend(part.violations)
+            out.story.extend(part.story)
+        out.violations.sort(key=lambda v: v.position)
+        out.story.sort(key=lambda c: c.position)
+        out.pools = dict(sorted(out.pools.items()))
+        return out
 
 
 def replay(entries: Iterable[LogEntry], *, until: datetime | None = None, explain: str | None = None) -> Replay:
@@ -129,6 +173,34 @@ def replay(entries: Iterable[LogEntry], *, until: datetime | None = None, explai
     out = Replay(until=until, explain=explain)
     out.feed(entries)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """The events one worker of a split replay folds: those naming one of `pools`; with `rest`,
+    also counted events that name no pool, or a pool outside `assigned` (every partition's pools),
+    so that each counted event is folded by exactly one worker."""
+
+    pools: tuple[str, ...]
+    rest: bool = False
+    assigned: tuple[str, ...] = ()
+
+
+def split_pools(sizes: Mapping[str, int], parts: int) -> list[Partition]:
+    """Pools dealt into at most `parts` partitions of about equal events (`sizes`: events per
+    pool), largest first. Counters never cross pools, so each partition folds on its own; the
+    first also takes whatever names no known pool."""
+    buckets: list[list[str]] = [[] for _ in range(max(1, min(parts, len(sizes))))]
+    loads = [0] * len(buckets)
+    for name, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0])):
+        lightest = loads.index(min(loads))
+        buckets[lightest].append(name)
+        loads[lightest] += size
+    assigned = tuple(sorted(sizes))
+    return [
+        Partition(tuple(sorted(bucket)), rest=index == 0, assigned=assigned if index == 0 else ())
+        for index, bucket in enumerate(buckets)
+    ]
 
 
 def _mentions(claim: str, data: dict[str, Any]) -> bool:

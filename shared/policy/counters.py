@@ -103,15 +103,15 @@ quantity = parse
 """A quantity's exact value (`parse` memoises the texts it has seen)."""
 
 
-def resources_of(raw: Mapping[str, str]) -> dict[str, Decimal]:
-    """The quantities of a capacity map; a fresh dict the caller may change."""
-    return dict(_resources(tuple(raw.items())))
+def resources_of(raw: Mapping[str, str]) -> Mapping[str, Decimal]:
+    """The quantities of a capacity map. Shared between equal maps: read it, never change it."""
+    return _resources(tuple(raw.items()))
 
 
 @functools.lru_cache(maxsize=4096)
-def _resources(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Decimal], ...]:
+def _resources(items: tuple[tuple[str, str], ...]) -> Mapping[str, Decimal]:
     """Memoised: a log repeats the same few instance-type capacities millions of times."""
-    return tuple((name, quantity(str(value))) for name, value in items)
+    return {name: quantity(str(value)) for name, value in items}
 
 
 def format_resources(values: Mapping[str, Decimal]) -> dict[str, str]:
@@ -122,13 +122,18 @@ _BINARY = frozenset({"memory", "ephemeral-storage", "storage"})
 
 
 def largest_capacity(instance_types: Iterable[Mapping[str, Any]]) -> dict[str, Decimal]:
-    """Per resource, the largest capacity among the options (upstream's pessimistic subtractMax)."""
-    out: dict[str, Decimal] = {}
+    """Per resource, the largest capacity among the options (upstream's pessimistic subtractMax);
+    a fresh dict the caller may change."""
+    out: dict[str, Decimal] | None = None
     for option in instance_types:
-        for name, value in resources_of(option["capacity"]).items():
+        values = resources_of(option["capacity"])
+        if out is None:
+            out = dict(values)
+            continue
+        for name, value in values.items():
             if name not in out or value > out[name]:
                 out[name] = value
-    return out
+    return {} if out is None else out
 
 
 @dataclass(slots=True)
@@ -136,7 +141,7 @@ class ClaimState:
     """One NodeClaim as the counters see it."""
 
     nodepool: str
-    resources: dict[str, Decimal]
+    resources: Mapping[str, Decimal]  # replaced on change, never changed in place (may be shared)
     phase: str = IN_FLIGHT
     initialized: bool = False
     replacement_for: str | None = None
@@ -397,7 +402,7 @@ def _check_launched(
 def _not_in_flight(claim: ClaimState | None, data: dict[str, Any]) -> Outcome | None:
     name = data["nodeclaim"]
     if claim is None:
-        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} was never created")
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} was never created", unknown_claim=name)
     if claim.nodepool != data["nodepool"]:
         return _violation(Rule.LIFECYCLE, f"nodeclaim {name} belongs to nodepool {claim.nodepool}")
     if claim.phase != IN_FLIGHT:
@@ -408,7 +413,9 @@ def _not_in_flight(claim: ClaimState | None, data: dict[str, Any]) -> Outcome | 
 def _check_known(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any], at: datetime, record: bool) -> Outcome:
     claim = claims.get(data["nodeclaim"])
     if claim is None:
-        return _violation(Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} was never created")
+        return _violation(
+            Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} was never created", unknown_claim=data["nodeclaim"]
+        )
     if claim.nodepool != data["nodepool"]:
         return _violation(Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} belongs to nodepool {claim.nodepool}")
     return OK
@@ -423,7 +430,10 @@ def _check_decided(
     for name in data["candidates"]:
         claim = claims.get(name)
         if claim is None or claim.phase == ENDED or claim.nodepool != pool.nodepool:
-            return _violation(Rule.LIFECYCLE, f"candidate {name} is not a live NodeClaim of nodepool {pool.nodepool}")
+            unknown = {"unknown_claim": name} if claim is None else {}
+            return _violation(
+                Rule.LIFECYCLE, f"candidate {name} is not a live NodeClaim of nodepool {pool.nodepool}", **unknown
+            )
         if name in pool.disrupting:
             return _violation(Rule.LIFECYCLE, f"candidate {name} is already being disrupted")
     reason = data["reason"]

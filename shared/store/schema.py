@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
+    Computed,
     DateTime,
     Identity,
     Integer,
@@ -33,6 +34,7 @@ NAMING_CONVENTION = {
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 NOW = text("clock_timestamp()")
+EVENT_NODEPOOL = "CASE WHEN jsonb_typeof(data -> 'nodepool') = 'string' THEN data ->> 'nodepool' END"
 
 events = Table(
     "events",
@@ -47,6 +49,8 @@ events = Table(
     Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("occurred_at", DateTime(timezone=True), nullable=False),
     Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # the pool the payload names (NULL when it names none): lets an audit split the log by pool
+    Column("nodepool", Text, Computed(EVENT_NODEPOOL, persisted=True), nullable=True),
     UniqueConstraint("stream_id", "version"),
 )
 

@@ -1,0 +1,124 @@
+"""A replay split by NodePool and joined equals one fold of the whole log (`Replay.joined`), or
+says it cannot: the property behind `nodewright audit` folding on several cores."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.policy.audit import LogEntry, Partition, Replay, replay, split_pools
+from shared.policy.counters import COUNTED_EVENTS
+from tests.factories import applied, created, decided, entries, failed, initialized, launched, terminated
+
+POOLS = ("a", "b", "c", "d")
+
+
+def route(log: list[LogEntry], partitions: list[Partition]) -> tuple[list[list[LogEntry]], list[LogEntry]]:
+    """What the store's partition query selects, done in memory: by the pool the payload names."""
+    parts: list[list[LogEntry]] = [[] for _ in partitions]
+    uncounted = []
+    for entry in log:
+        pool = entry.data.get("nodepool") if isinstance(entry.data, dict) else None
+        pool = pool if isinstance(pool, str) else None
+        for index, partition in enumerate(partitions):
+            if pool in partition.pools or (
+                partition.rest
+                and (pool not in partition.assigned if pool is not None else entry.type in COUNTED_EVENTS)
+            ):
+                parts[index].append(entry)
+                break
+        else:
+            uncounted.append(entry)
+    return parts, uncounted
+
+
+def split_fold(log: list[LogEntry], workers: int, explain: str | None = None) -> Replay | None:
+    sizes: dict[str, int] = {}
+    for entry in log:
+        pool = entry.data.get("nodepool")
+        if isinstance(pool, str):
+            sizes[pool] = sizes.get(pool, 0) + 1
+    known = dict(list(sizes.items())[:-1])  # the last pool stands for one the counter table lacks
+    partitions = split_pools(known, workers)
+    routed, uncounted = route(log, partitions)
+    parts = [replay(entries, explain=explain) for entries in routed]
+    last = max((e.position for e in uncounted), default=0)
+    return Replay.joined(parts, [list(p.claims) for p in parts], (len(uncounted), last))
+
+
+def same(a: Replay, b: Replay) -> None:
+    assert (a.events, a.launches, a.disruptions, a.last_position) == (
+        b.events,
+        b.launches,
+        b.disruptions,
+        b.last_position,
+    )
+    assert a.violations == b.violations
+    assert {n: p.comparable() for n, p in a.pools.items()} == {n: p.comparable() for n, p in b.pools.items()}
+    assert [(c.position, c.text) for c in a.story] == [(c.position, c.text) for c in b.story]
+
+
+@st.composite
+def logs(draw, crossing: bool):
+    """Pools applied with small limits, then claims going through their lifecycle. With `crossing`,
+    some events name a pool other than their claim's, or reuse a claim's name elsewhere."""
+    events = [applied(p, {"nodes": str(draw(st.integers(1, 4)))}, budgets=[{"nodes": "1"}]) for p in POOLS]
+    live: dict[str, str] = {}
+    for i in range(draw(st.integers(0, 40))):
+        step = draw(st.sampled_from(["create", "launch", "init", "end", "fail", "disrupt"]))
+        if step == "create" or not live:
+            pool = draw(st.sampled_from(POOLS))
+            name = draw(st.sampled_from(sorted(live))) if crossing and live and draw(st.booleans()) else f"c{i}"
+            live[name] = pool
+            events.append(created(name, pool))
+            continue
+        name = draw(st.sampled_from(sorted(live)))
+        pool = draw(st.sampled_from(POOLS)) if crossing and draw(st.booleans()) else live[name]
+        if step == "launch":
+            events.append(launched(name, pool))
+        elif step == "init":
+            events.append(initialized(name, pool))
+        elif step == "end":
+            events.append(terminated(name, pool))
+        elif step == "fail":
+            events.append(failed(name, pool))
+        else:
+            events.append(decided(f"d{i}", pool, "Empty", [name]))
+    return entries(events)
+
+
+@settings(max_examples=150, deadline=None)
+@given(logs(crossing=False), st.integers(1, 5))
+def test_claims_that_stay_in_their_pool_split_and_join_to_the_same_fold(log, workers):
+    whole = replay(log, explain="nodeclaim-c3")
+    joined = split_fold(log, workers, explain="nodeclaim-c3")
+    assert joined is not None
+    same(joined, whole)
+
+
+@settings(max_examples=150, deadline=None)
+@given(logs(crossing=True), st.integers(2, 5))
+def test_claims_that_cross_pools_either_join_to_the_same_fold_or_refuse(log, workers):
+    joined = split_fold(log, workers)
+    if joined is not None:
+        same(joined, replay(log))
+
+
+def test_a_claim_ended_from_another_partition_refuses_the_join():
+    log = entries([applied("a"), applied("b"), created("x", "a"), terminated("x", "b"), applied("c")])
+    assert split_fold(log, 2) is None
+    assert [v.rule for v in replay(log).violations] == ["lifecycle"]
+
+
+def test_a_name_created_in_two_partitions_refuses_the_join():
+    log = entries([applied("a"), applied("b"), created("x", "a"), created("x", "b"), applied("c")])
+    assert split_fold(log, 3) is None
+
+
+def test_pools_are_dealt_largest_first_to_the_lightest_partition():
+    parts = split_pools({"a": 100, "b": 60, "c": 50, "d": 10, "e": 0}, 2)
+    assert [p.pools for p in parts] == [("a", "d", "e"), ("b", "c")]  # 110 events each
+    assert parts[0].rest and parts[0].assigned == ("a", "b", "c", "d", "e")
+    assert not parts[1].rest and parts[1].assigned == ()
+    assert len(split_pools({"a": 1}, 4)) == 1
+    assert split_pools({}, 4) == [Partition((), rest=True, assigned=())]
