@@ -1,0 +1,530 @@
+"""The sim cluster: pods, nodes, PodDisruptionBudgets, workload controllers, DaemonSets, and a
+kube-scheduler that binds pending pods to Ready nodes where they fit.
+
+It plays the Kubernetes API for the rest of nodewright, so it behaves like one: an eviction that
+a PDB forbids is refused (the API's 429), a deleted node takes its pods with it and their
+controllers create replacements, and every change is recorded with a resource version for
+watchers (`changes_since`). Pure: time comes in as `now`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from shared.api.core import Taint, TaintEffect, Toleration
+from shared.api.labels import HOSTNAME_LABEL
+from shared.api.pod import Affinity, LabelSelector, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable
+from shared.api.quantity import format_quantity
+from shared.policy.requirements import selector_allows
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+DEPLOYMENT, STATEFULSET, DAEMONSET = "Deployment", "StatefulSet", "DaemonSet"
+_ZERO = Decimal(0)
+
+
+class ClusterError(Exception):
+    pass
+
+
+class NotFound(ClusterError):
+    pass
+
+
+class EvictionRefused(ClusterError):
+    """What the eviction API answers with 429 while a PodDisruptionBudget allows no disruption."""
+
+    status = 429
+
+    def __init__(self, pod: str, pdb: str) -> None:
+        super().__init__(f"Cannot evict pod {pod} as it would violate the pod's disruption budget {pdb}.")
+        self.pod = pod
+        self.pdb = pdb
+
+
+@dataclass(slots=True)
+class PodTemplate:
+    """What a workload stamps on each pod."""
+
+    labels: dict[str, str]
+    requests: dict[str, Decimal]
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: Affinity | None = None
+    spread: list[TopologySpreadConstraint] = field(default_factory=list)
+    tolerations: list[Toleration] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)
+    priority_class: str | None = None
+    priority: int = 0
+    grace_seconds: int = 30
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    template: PodTemplate
+    owner_kind: str
+    owner_name: str
+    created_at: datetime
+    node_name: str | None = None
+    started_at: datetime | None = None
+    unschedulable: str | None = None  # the scheduler's message while it cannot place the pod
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.template.labels
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.template
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "labels": dict(t.labels),
+            "annotations": dict(t.annotations),
+            "requests": _quantities(t.requests),
+            "nodeSelector": dict(t.node_selector),
+            "affinity": t.affinity.to_dict() if t.affinity else None,
+            "topologySpreadConstraints": [c.to_dict() for c in t.spread],
+            "tolerations": [x.to_dict() for x in t.tolerations],
+            "ownerKind": self.owner_kind,
+            "ownerName": self.owner_name,
+            "priorityClassName": t.priority_class,
+            "priority": t.priority,
+            "terminationGracePeriodSeconds": t.grace_seconds,
+            "createdAt": self.created_at.isoformat(),
+            "nodeName": self.node_name,
+            "phase": "Running" if self.node_name else "Pending",
+            "unschedulable": self.unschedulable,
+        }
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    provider_id: str
+    labels: dict[str, str]
+    taints: list[Taint]
+    capacity: Mapping[str, Decimal]
+    allocatable: Mapping[str, Decimal]
+    created_at: datetime
+    ready: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "providerID": self.provider_id,
+            "labels": dict(self.labels),
+            "taints": [t.to_dict() for t in self.taints],
+            "capacity": _quantities(self.capacity),
+            "allocatable": _quantities(self.allocatable),
+            "createdAt": self.created_at.isoformat(),
+            "ready": self.ready,
+        }
+
+
+@dataclass(slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "selector": self.selector.to_dict(),
+            "minAvailable": self.min_available,
+            "maxUnavailable": self.max_unavailable,
+        }
+
+
+@dataclass(slots=True)
+class Workload:
+    """A Deployment or StatefulSet: keeps `replicas` pods alive."""
+
+    namespace: str
+    name: str
+    kind: str
+    replicas: int
+    template: PodTemplate
+
+
+@dataclass(slots=True)
+class DaemonSet:
+    namespace: str
+    name: str
+    template: PodTemplate
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    resource_version: int
+    kind: str  # Pod, Node, PodDisruptionBudget
+    action: str  # ADDED, MODIFIED, DELETED
+    key: str
+    object: dict[str, Any]
+
+
+def _quantities(values: Mapping[str, Decimal]) -> dict[str, str]:
+    return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
+
+
+def _scaled(value: int | str, total: int) -> int:
+    """An IntOrString of a PDB: a count, or a percentage of `total` rounded up (as Kubernetes does)."""
+    if isinstance(value, int):
+        return value
+    return math.ceil(int(value.rstrip("%")) * total / 100)
+
+
+class SimCluster:
+    def __init__(self) -> None:
+        self.pods: dict[str, Pod] = {}
+        self.nodes: dict[str, Node] = {}
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        self.workloads: dict[str, Workload] = {}
+        self.daemonsets: dict[str, DaemonSet] = {}
+        self.changes: list[Change] = []
+        self.resource_version = 0
+        self._serial = 0
+
+    # --- watch ---------------------------------------------------------------------------------
+
+    def record(self, kind: str, action: str, key: str, obj: dict[str, Any]) -> None:
+        self.resource_version += 1
+        self.changes.append(Change(self.resource_version, kind, action, key, obj))
+
+    def changes_since(self, resource_version: int) -> list[Change]:
+        """What changed after `resource_version`, in order (a watch from that version)."""
+        start = len(self.changes)
+        while start > 0 and self.changes[start - 1].resource_version > resource_version:
+            start -= 1
+        return self.changes[start:]
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    def add_pod(self, pod: Pod) -> Pod:
+        if pod.key in self.pods:
+            raise ClusterError(f"pod {pod.key} already exists")
+        self.pods[pod.key] = pod
+        self.record("Pod", ADDED, pod.key, pod.to_dict())
+        return pod
+
+    def delete_pod(self, key: str) -> Pod:
+        pod = self.pods.pop(key, None)
+        if pod is None:
+            raise NotFound(f"pod {key} not found")
+        self.record("Pod", DELETED, key, pod.to_dict())
+        return pod
+
+    def evict(self, key: str) -> Pod:
+        """The eviction API: refused while a PDB covering a running pod allows no disruption."""
+        pod = self.pods.get(key)
+        if pod is None:
+            raise NotFound(f"pod {key} not found")
+        if self._healthy(pod):
+            for pdb in self.pdbs_of(pod):
+                if self.disruptions_allowed(pdb) <= 0:
+                    raise EvictionRefused(key, pdb.key)
+        return self.delete_pod(key)
+
+    def bound_to(self, node: str) -> list[Pod]:
+        return [p for p in self.pods.values() if p.node_name == node]
+
+    def pending(self) -> list[Pod]:
+        return [p for p in self.pods.values() if p.node_name is None]
+
+    # --- PodDisruptionBudgets ------------------------------------------------------------------
+
+    def apply_pdb(self, pdb: PodDisruptionBudget) -> None:
+        action = MODIFIED if pdb.key in self.pdbs else ADDED
+        self.pdbs[pdb.key] = pdb
+        self.record("PodDisruptionBudget", action, pdb.key, pdb.to_dict())
+
+    def delete_pdb(self, key: str) -> None:
+        pdb = self.pdbs.pop(key, None)
+        if pdb is not None:
+            self.record("PodDisruptionBudget", DELETED, key, pdb.to_dict())
+
+    def pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
+        return [b for b in self.pdbs.values() if b.namespace == pod.namespace and b.selector.matches(pod.labels)]
+
+    def disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
+        """Healthy pods beyond what the budget must keep (status.disruptionsAllowed)."""
+        matching = [p for p in self.pods.values() if p.namespace == pdb.namespace and pdb.selector.matches(p.labels)]
+        expected = len(matching)
+        healthy = sum(self._healthy(p) for p in matching)
+        if pdb.min_available is not None:
+            desired = _scaled(pdb.min_available, expected)
+        else:
+            desired = expected - _scaled(pdb.max_unavailable if pdb.max_unavailable is not None else 0, expected)
+        return max(healthy - desired, 0)
+
+    def _healthy(self, pod: Pod) -> bool:
+        node = self.nodes.get(pod.node_name) if pod.node_name else None
+        return node is not None and node.ready
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def add_node(self, node: Node) -> None:
+        if node.name in self.nodes:
+            raise ClusterError(f"node {node.name} already exists")
+        self.nodes[node.name] = node
+        self.record("Node", ADDED, node.name, node.to_dict())
+
+    def node(self, name: str) -> Node:
+        node = self.nodes.get(name)
+        if node is None:
+            raise NotFound(f"node {name} not found")
+        return node
+
+    def _node_changed(self, node: Node) -> None:
+        self.record("Node", MODIFIED, node.name, node.to_dict())
+
+    def set_ready(self, name: str, ready: bool = True) -> None:
+        node = self.node(name)
+        if node.ready != ready:
+            node.ready = ready
+            self._node_changed(node)
+
+    def taint(self, name: str, taint: Taint) -> None:
+        node = self.node(name)
+        if not any(t.key == taint.key and t.effect == taint.effect for t in node.taints):
+            node.taints.append(taint)
+            self._node_changed(node)
+
+    def untaint(self, name: str, key: str, effect: TaintEffect | None = None) -> None:
+        node = self.node(name)
+        kept = [t for t in node.taints if not (t.key == key and (effect is None or t.effect == effect))]
+        if len(kept) != len(node.taints):
+            node.taints = kept
+            self._node_changed(node)
+
+    def delete_node(self, name: str) -> list[Pod]:
+        """The node goes, and its pods with it; their controllers will create replacements."""
+        node = self.nodes.pop(name, None)
+        if node is None:
+            raise NotFound(f"node {name} not found")
+        gone = [self.delete_pod(p.key) for p in self.bound_to(name)]
+        self.record("Node", DELETED, name, node.to_dict())
+        return gone
+
+    # --- controllers ---------------------------------------------------------------------------
+
+    def apply_workload(self, workload: Workload) -> None:
+        self.workloads[f"{workload.namespace}/{workload.name}"] = workload
+
+    def delete_workload(self, namespace: str, name: str) -> None:
+        workload = self.workloads.pop(f"{namespace}/{name}", None)
+        if workload is None:
+            raise NotFound(f"workload {namespace}/{name} not found")
+        for pod in self._owned(workload.kind, namespace, name):
+            self.delete_pod(pod.key)
+
+    def apply_daemonset(self, daemonset: DaemonSet) -> None:
+        self.daemonsets[f"{daemonset.namespace}/{daemonset.name}"] = daemonset
+
+    def _owned(self, kind: str, namespace: str, name: str) -> list[Pod]:
+        return [
+            p for p in self.pods.values() if p.owner_kind == kind and p.owner_name == name and p.namespace == namespace
+        ]
+
+    def reconcile(self, now: datetime) -> None:
+        """The workload and DaemonSet controllers: replicas created or removed, one DaemonSet pod
+        on each node whose taints it tolerates."""
+        for workload in self.workloads.values():
+            owned = _scale_down_order(self._owned(workload.kind, workload.namespace, workload.name))
+            for pod in owned[: max(len(owned) - workload.replicas, 0)]:
+                self.delete_pod(pod.key)
+            names = {p.name for p in owned}
+            for _ in range(workload.replicas - len(owned)):
+                self.add_pod(self._replica(workload, names, now))
+        for ds in self.daemonsets.values():
+            for node in self.nodes.values():
+                name = f"{ds.name}-{node.name}"
+                if f"{ds.namespace}/{name}" in self.pods or not _tolerated(ds.template.tolerations, node.taints):
+                    continue
+                pod = Pod(ds.namespace, name, ds.template, DAEMONSET, ds.name, now, node.name, now)
+                self.add_pod(pod)
+
+    def _replica(self, workload: Workload, taken: set[str], now: datetime) -> Pod:
+        if workload.kind == STATEFULSET:
+            ordinal = next(i for i in range(len(taken) + 1) if f"{workload.name}-{i}" not in taken)
+            name = f"{workload.name}-{ordinal}"
+        else:
+            self._serial += 1
+            name = f"{workload.name}-{self._serial:05x}"
+        taken.add(name)
+        return Pod(workload.namespace, name, workload.template, workload.kind, workload.name, now)
+
+    # --- kube-scheduler ------------------------------------------------------------------------
+
+    def schedule(self, now: datetime) -> list[Pod]:
+        """Bind pending pods, highest priority first, each to the feasible Ready node with the most
+        room left (kube-scheduler's LeastAllocated); mark the others Unschedulable with the
+        scheduler's message. Returns the pods bound."""
+        bound = []
+        for pod in sorted(self.pending(), key=lambda p: (-p.template.priority, p.created_at, p.key)):
+            reasons: dict[str, int] = {}
+            feasible = []
+            for node in sorted(self.nodes.values(), key=lambda n: n.name):
+                why = self.why_not(pod, node)
+                if why is None:
+                    feasible.append(node)
+                else:
+                    reasons[why] = reasons.get(why, 0) + 1
+            if feasible:
+                node = max(feasible, key=lambda n: (self._room(n), n.name))
+                pod.node_name, pod.started_at, pod.unschedulable = node.name, now, None
+                self.record("Pod", MODIFIED, pod.key, pod.to_dict())
+                bound.append(pod)
+                continue
+            message = f"0/{len(self.nodes)} nodes are available: " + ", ".join(
+                f"{count} {why}" for why, count in sorted(reasons.items())
+            )
+            if not self.nodes:
+                message = "no nodes available to schedule pods"
+            if pod.unschedulable != message:
+                pod.unschedulable = message
+                self.record("Pod", MODIFIED, pod.key, pod.to_dict())
+        return bound
+
+    def free(self, node: Node) -> dict[str, Decimal]:
+        out = dict(node.allocatable)
+        for pod in self.bound_to(node.name):
+            for name, value in pod.template.requests.items():
+                out[name] = out.get(name, _ZERO) - value
+            out["pods"] = out.get("pods", _ZERO) - 1
+        return out
+
+    def _room(self, node: Node) -> Decimal:
+        free = self.free(node)
+        shares = [free[r] / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)]
+        return sum(shares, _ZERO) / len(shares) if shares else _ZERO
+
+    def why_not(self, pod: Pod, node: Node) -> str | None:
+        """Why the pod cannot run on the node now (kube-scheduler's words), or None if it can."""
+        t = pod.template
+        if not node.ready:
+            return "node(s) were not ready"
+        untolerated = next(
+            (
+                taint
+                for taint in node.taints
+                if taint.effect != TaintEffect.PREFER_NO_SCHEDULE and not _tolerated(t.tolerations, [taint])
+            ),
+            None,
+        )
+        if untolerated is not None:
+            return f"node(s) had untolerated taint {{{untolerated.key}: {untolerated.value or ''}}}"
+        if not self._affine(pod, node.labels):
+            return "node(s) didn't match Pod's node affinity/selector"
+        free = self.free(node)
+        if free.get("pods", _ZERO) < 1:
+            return "Too many pods"
+        for name, value in sorted(t.requests.items()):
+            if value > free.get(name, _ZERO):
+                return f"Insufficient {name}"
+        if not self._anti_affinity_holds(pod, node):
+            return "node(s) didn't match pod anti-affinity rules"
+        if not self._affinity_holds(pod, node):
+            return "node(s) didn't match pod affinity rules"
+        if not self._spread_holds(pod, node):
+            return "node(s) didn't match pod topology spread constraints"
+        return None
+
+    @staticmethod
+    def _affine(pod: Pod, labels: Mapping[str, str]) -> bool:
+        t = pod.template
+        if any(labels.get(k) != v for k, v in t.node_selector.items()):
+            return False
+        return selector_allows(t.affinity.required_node_selector() if t.affinity else None, labels)
+
+    def _placed(self) -> Iterable[tuple[Pod, Node]]:
+        for pod in self.pods.values():
+            node = self.nodes.get(pod.node_name) if pod.node_name else None
+            if node is not None:
+                yield pod, node
+
+    def _anti_affinity_holds(self, pod: Pod, node: Node) -> bool:
+        terms = pod.template.affinity.required_anti_affinity() if pod.template.affinity else []
+        for other, where in self._placed():
+            if other.namespace != pod.namespace:
+                continue
+            for term in terms:
+                if _same_domain(term, node, where) and term.selects(other.labels):
+                    return False
+            theirs = other.template.affinity.required_anti_affinity() if other.template.affinity else []
+            for term in theirs:  # symmetric: an existing pod's anti-affinity keeps this one away too
+                if _same_domain(term, node, where) and term.selects(pod.labels):
+                    return False
+        return True
+
+    def _affinity_holds(self, pod: Pod, node: Node) -> bool:
+        terms = pod.template.affinity.required_affinity() if pod.template.affinity else []
+        for term in terms:
+            placed = [(o, w) for o, w in self._placed() if o.namespace == pod.namespace and term.selects(o.labels)]
+            if any(_same_domain(term, node, w) for _, w in placed):
+                continue
+            if not placed and term.selects(pod.labels):
+                continue  # the first pod of a group that wants itself: Kubernetes lets it go anywhere
+            return False
+        return True
+
+    def _spread_holds(self, pod: Pod, node: Node) -> bool:
+        for c in pod.template.spread:
+            if c.when_unsatisfiable != WhenUnsatisfiable.DO_NOT_SCHEDULE:
+                continue
+            here = node.labels.get(c.topology_key)
+            if here is None:
+                return False
+            domains = {
+                n.labels[c.topology_key]: 0
+                for n in self.nodes.values()
+                if c.topology_key in n.labels and self._affine(pod, n.labels)
+            }
+            selector = c.label_selector or LabelSelector()
+            for other, where in self._placed():
+                domain = where.labels.get(c.topology_key)
+                if other.namespace == pod.namespace and domain in domains and selector.matches(other.labels):
+                    domains[domain] += 1
+            if domains.get(here, 0) + 1 - min(domains.values(), default=0) > c.max_skew:
+                return False
+        return True
+
+
+def _same_domain(term: PodAffinityTerm, a: Node, b: Node) -> bool:
+    if term.topology_key == HOSTNAME_LABEL and HOSTNAME_LABEL not in a.labels:
+        return a.name == b.name
+    value = a.labels.get(term.topology_key)
+    return value is not None and value == b.labels.get(term.topology_key)
+
+
+def _tolerated(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:
+    """Every NoSchedule/NoExecute taint is tolerated by some toleration."""
+    tolerations = list(tolerations)
+    return all(
+        taint.effect == TaintEffect.PREFER_NO_SCHEDULE or any(t.tolerates(taint) for t in tolerations)
+        for taint in taints
+    )
+
+
+def _scale_down_order(pods: list[Pod]) -> list[Pod]:
+    """Which replicas go first when a workload shrinks: pending ones, then the newest, then the
+    highest name (a StatefulSet's highest ordinal)."""
+    out = sorted(pods, key=lambda p: p.name, reverse=True)
+    out.sort(key=lambda p: (p.node_name is not None, -p.created_at.timestamp()))
+    return out

@@ -1,0 +1,320 @@
+"""Scenario files (`apiVersion: nodewright.dev/v1alpha1`, `kind: Scenario`): the world the sim
+plays, and what happens in it over time.
+
+Validated like NodePools: every error names its field path (`spec.workloads[2].pdb`) and the
+rule; NodePools inside a scenario (`spec.nodePools`, `spec.nodePoolFiles`, `applyNodePool`) get
+the full NodePool validation. Offsets (`at`, `from`, `to`) are Go durations from `spec.start`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, PlainValidator, StrictInt, ValidationError, field_validator, model_validator
+
+from services.sim.catalog import DEFAULT_COUNT, DEFAULT_ZONES, SPOT
+from services.sim.cluster import DEPLOYMENT, PodTemplate
+from shared.api.base import APIModel
+from shared.api.core import Toleration
+from shared.api.documents import DocumentError, nodepool_documents
+from shared.api.duration import parse_duration
+from shared.api.nodepool import NodePool
+from shared.api.pod import Affinity, TopologySpreadConstraint
+from shared.api.quantity import Quantity
+from shared.api.validation import FieldError, schema_errors, validate_nodepool
+
+API_VERSION = "nodewright.dev/v1alpha1"
+APP_LABEL = "app"
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, str):
+        parse_duration(value)  # raises ValueError, which pydantic reports at the field's path
+    return value
+
+
+def _int_or_percent(value: Any) -> int | str:
+    """A PodDisruptionBudget's IntOrString: a count, or a percentage such as 20%."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+%", value):
+        return value
+    raise ValueError(f"Invalid value: {value!r}: must be a non-negative integer or a percentage such as 20%")
+
+
+Offset = Annotated[str, Field(min_length=1)]
+IntOrPercent = Annotated[int | str, PlainValidator(_int_or_percent)]
+
+
+class CapacityShortage(APIModel):
+    instance_type: str | None = None
+    zone: str | None = None
+    capacity_type: Literal["on-demand", "spot"] | None = None
+    from_: Offset = Field(alias="from")
+    to: Offset
+
+    _check = field_validator("from_", "to")(_duration)
+
+
+class Interruption(APIModel):
+    at: Offset
+    capacity_type: Literal["on-demand", "spot"] = SPOT
+    count: Annotated[StrictInt, Field(ge=1)] = 1
+
+    _check = field_validator("at")(_duration)
+
+
+class CloudSpec(APIModel):
+    instance_types: Annotated[StrictInt, Field(ge=1, le=5000)] = DEFAULT_COUNT
+    zones: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = Field(
+        default_factory=lambda: list(DEFAULT_ZONES)
+    )
+    launch_latency: str = "30s"
+    registration_latency: str = "20s"
+    insufficient_capacity: list[CapacityShortage] = Field(default_factory=list)
+    interruptions: list[Interruption] = Field(default_factory=list)
+
+    _check = field_validator("launch_latency", "registration_latency")(_duration)
+
+
+class DaemonSetSpec(APIModel):
+    name: Annotated[str, Field(min_length=1)]
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
+class PDBSpec(APIModel):
+    min_available: IntOrPercent | None = None
+    max_unavailable: IntOrPercent | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> PDBSpec:
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise ValueError("Invalid value: exactly one of minAvailable and maxUnavailable must be set")
+        return self
+
+
+class WorkloadSpec(APIModel):
+    name: Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
+    kind: Literal["Deployment", "StatefulSet"] = DEPLOYMENT
+    replicas: Annotated[StrictInt, Field(ge=0)] = 1
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    priority_class_name: str | None = None
+    priority: StrictInt = 0
+    termination_grace_period_seconds: Annotated[StrictInt, Field(ge=0)] = 30
+    pdb: PDBSpec | None = None
+
+    def template(self) -> PodTemplate:
+        return PodTemplate(
+            labels={**self.labels, APP_LABEL: self.name},
+            requests=requests_of(self.requests),
+            node_selector=dict(self.node_selector),
+            affinity=self.affinity,
+            spread=list(self.topology_spread_constraints),
+            tolerations=list(self.tolerations),
+            annotations=dict(self.annotations),
+            priority_class=self.priority_class_name,
+            priority=self.priority,
+            grace_seconds=self.termination_grace_period_seconds,
+        )
+
+
+class Scale(APIModel):
+    workload: str
+    replicas: Annotated[StrictInt, Field(ge=0)]
+
+
+class TimelineEntry(APIModel):
+    at: Offset
+    scale: Scale | None = None
+    apply_node_pool: dict[str, Any] | None = None
+    delete_node_pool: str | None = None
+    delete_workload: str | None = None
+
+    _check = field_validator("at")(_duration)
+
+    @model_validator(mode="after")
+    def _one_action(self) -> TimelineEntry:
+        actions = [self.scale, self.apply_node_pool, self.delete_node_pool, self.delete_workload]
+        if sum(a is not None for a in actions) != 1:
+            raise ValueError(
+                "Invalid value: exactly one of scale, applyNodePool, deleteNodePool, deleteWorkload must be set"
+            )
+        return self
+
+
+class ScenarioSpec(APIModel):
+    start: datetime
+    duration: Offset = "1h"
+    seed: StrictInt = 0
+    cloud: CloudSpec = Field(default_factory=CloudSpec)
+    node_pools: list[dict[str, Any]] = Field(default_factory=list)
+    node_pool_files: list[str] = Field(default_factory=list)
+    daemon_sets: list[DaemonSetSpec] = Field(default_factory=list)
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+    timeline: list[TimelineEntry] = Field(default_factory=list)
+
+    _check = field_validator("duration")(_duration)
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("Invalid value: an RFC 3339 instant needs a time zone offset (Z or +hh:mm)")
+        return value
+
+
+class ScenarioMeta(APIModel):
+    name: Annotated[str, Field(min_length=1)]
+
+
+class ScenarioDocument(APIModel):
+    api_version: Literal["nodewright.dev/v1alpha1"]
+    kind: Literal["Scenario"]
+    metadata: ScenarioMeta
+    spec: ScenarioSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A valid scenario, with offsets resolved to instants and NodePools parsed."""
+
+    document: ScenarioDocument
+    nodepools: tuple[NodePool, ...]
+    timeline_nodepools: dict[int, NodePool]  # timeline index -> the NodePool it applies
+
+    @property
+    def name(self) -> str:
+        return self.document.metadata.name
+
+    @property
+    def spec(self) -> ScenarioSpec:
+        return self.document.spec
+
+    @property
+    def start(self) -> datetime:
+        return self.spec.start
+
+    @property
+    def end(self) -> datetime:
+        return self.start + parse_duration(self.spec.duration)
+
+    def instant(self, offset: str) -> datetime:
+        return self.start + parse_duration(offset)
+
+    def latency(self, which: Literal["launch", "registration"]) -> timedelta:
+        cloud = self.spec.cloud
+        return parse_duration(cloud.launch_latency if which == "launch" else cloud.registration_latency)
+
+
+class ScenarioError(ValueError):
+    def __init__(self, source: str, errors: list[FieldError]) -> None:
+        super().__init__(f"scenario {source} is invalid:" + "".join(f"\n  {e}" for e in errors))
+        self.errors = errors
+
+
+def load_scenario(path: Path) -> Scenario:
+    """The scenario in the file; raises ScenarioError listing every error with its field path."""
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(str(path), [FieldError("", f"cannot read: {exc}")]) from None
+    return parse_scenario(document, path.parent, str(path))
+
+
+def parse_scenario(document: Any, base: Path = Path("."), source: str = "<document>") -> Scenario:
+    scenario, errors = validate_scenario(document, base)
+    if scenario is None:
+        raise ScenarioError(source, errors)
+    return scenario
+
+
+def validate_scenario(document: Any, base: Path = Path(".")) -> tuple[Scenario | None, list[FieldError]]:
+    """Never raises for bad input: the scenario, or None and every error found."""
+    if not isinstance(document, dict):
+        return None, [FieldError("", f"a Scenario must be a mapping, not {type(document).__name__}")]
+    try:
+        parsed = ScenarioDocument.model_validate(document)
+    except ValidationError as exc:
+        return None, schema_errors(exc)
+    spec = parsed.spec
+    errors: list[FieldError] = []
+    pools: list[NodePool] = []
+    for i, raw in enumerate(spec.node_pools):
+        pools.extend(_nodepool(raw, f"spec.nodePools[{i}]", errors))
+    for i, name in enumerate(spec.node_pool_files):
+        path = base / name
+        try:
+            docs = nodepool_documents(path.read_text(encoding="utf-8"))
+        except (OSError, DocumentError) as exc:
+            errors.append(FieldError(f"spec.nodePoolFiles[{i}]", f"{name}: {exc}"))
+            continue
+        for doc in docs:
+            pools.extend(_nodepool(doc.body, f"spec.nodePoolFiles[{i}]({name})", errors))
+    known_pools = set()
+    for pool in pools:
+        if pool.name in known_pools:
+            errors.append(FieldError("spec.nodePools", f"Duplicate value: NodePool {pool.name!r} is defined twice"))
+        known_pools.add(pool.name)
+    workloads = set()
+    for i, w in enumerate(spec.workloads):
+        if w.name in workloads:
+            errors.append(FieldError(f"spec.workloads[{i}].name", f"Duplicate value: {w.name!r}"))
+        workloads.add(w.name)
+        for key in w.requests:
+            if w.requests[key].value < 0:
+                errors.append(FieldError(f"spec.workloads[{i}].requests[{key}]", "Invalid value: must not be negative"))
+    if len({d.name for d in spec.daemon_sets}) != len(spec.daemon_sets):
+        errors.append(FieldError("spec.daemonSets", "Duplicate value: DaemonSet names must be unique"))
+    zones = set(spec.cloud.zones)
+    duration = parse_duration(spec.duration)
+    for i, s in enumerate(spec.cloud.insufficient_capacity):
+        path = f"spec.cloud.insufficientCapacity[{i}]"
+        if s.zone is not None and s.zone not in zones:
+            errors.append(FieldError(f"{path}.zone", f"Unsupported value: {s.zone!r}: not one of spec.cloud.zones"))
+        if parse_duration(s.from_) >= parse_duration(s.to):
+            errors.append(FieldError(f"{path}.to", "Invalid value: must be after `from`"))
+    for i, x in enumerate(spec.cloud.interruptions):
+        if parse_duration(x.at) > duration:
+            errors.append(FieldError(f"spec.cloud.interruptions[{i}].at", "Invalid value: after the scenario ends"))
+    timeline_pools: dict[int, NodePool] = {}
+    for i, entry in enumerate(spec.timeline):
+        path = f"spec.timeline[{i}]"
+        if parse_duration(entry.at) > duration:
+            errors.append(FieldError(f"{path}.at", "Invalid value: after the scenario ends (spec.duration)"))
+        if entry.scale is not None and entry.scale.workload not in workloads:
+            errors.append(FieldError(f"{path}.scale.workload", f"Not found: no workload {entry.scale.workload!r}"))
+        if entry.delete_workload is not None and entry.delete_workload not in workloads:
+            errors.append(FieldError(f"{path}.deleteWorkload", f"Not found: no workload {entry.delete_workload!r}"))
+        if entry.apply_node_pool is not None:
+            applied = _nodepool(entry.apply_node_pool, f"{path}.applyNodePool", errors)
+            if applied:
+                timeline_pools[i] = applied[0]
+                known_pools.add(applied[0].name)
+        if entry.delete_node_pool is not None and entry.delete_node_pool not in known_pools:
+            errors.append(FieldError(f"{path}.deleteNodePool", f"Not found: no NodePool {entry.delete_node_pool!r}"))
+    if errors:
+        return None, errors
+    return Scenario(parsed, tuple(pools), timeline_pools), []
+
+
+def _nodepool(raw: Any, path: str, errors: list[FieldError]) -> list[NodePool]:
+    result = validate_nodepool(raw)
+    errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in result.errors)
+    return [result.nodepool] if result.nodepool is not None else []
+
+
+def requests_of(raw: dict[str, Quantity]) -> dict[str, Decimal]:
+    return {k: q.value for k, q in raw.items()}

@@ -1,0 +1,180 @@
+"""The simulated world: a scenario played on a clock, over the sim cloud and the sim cluster.
+
+`advance(now)` runs everything due up to `now` in time order: the scenario's timeline, nodes
+registering after the launch latency and turning Ready after the registration latency (startup
+taints removed, the agent's job), spot reclaims two minutes after their notice, then the
+workload and DaemonSet controllers and the kube-scheduler. `launch` and `terminate` are what the
+scheduler and termination reach through the `CloudProvider` port. Pure and deterministic: the
+same scenario and the same calls at the same instants give the same world.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from services.sim.catalog import generate_catalog
+from services.sim.cloud import CapacityWindow, Instance, InstanceNotFound, LaunchRequest, SimCloud
+from services.sim.cluster import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    DaemonSet,
+    Node,
+    PodDisruptionBudget,
+    PodTemplate,
+    SimCluster,
+    Workload,
+)
+from services.sim.scenario import Scenario, requests_of
+from shared.api.labels import HOSTNAME_LABEL
+from shared.api.pod import LabelSelector
+
+SPOT_NOTICE = timedelta(minutes=2)
+NAMESPACE = "default"
+
+
+@dataclass(order=True)
+class _Due:
+    at: datetime
+    seq: int
+    run: Callable[[], None] = field(compare=False)
+
+
+class World:
+    def __init__(self, scenario: Scenario) -> None:
+        spec = scenario.spec
+        self.scenario = scenario
+        self.now = scenario.start
+        windows = [
+            CapacityWindow(scenario.instant(s.from_), scenario.instant(s.to), s.instance_type, s.zone, s.capacity_type)
+            for s in spec.cloud.insufficient_capacity
+        ]
+        self.cloud = SimCloud(
+            generate_catalog(spec.seed, spec.cloud.instance_types, spec.cloud.zones), windows, spec.seed
+        )
+        self.cluster = SimCluster()
+        self.nodepools: dict[str, dict[str, Any]] = {}
+        self._due: list[_Due] = []
+        self._seq = itertools.count()
+        self.launch_latency = scenario.latency("launch")
+        self.registration_latency = scenario.latency("registration")
+        for pool in scenario.nodepools:
+            self.apply_nodepool(pool.to_dict())
+        for ds in spec.daemon_sets:
+            template = PodTemplate(
+                labels={"app": ds.name}, requests=requests_of(ds.requests), tolerations=list(ds.tolerations)
+            )
+            self.cluster.apply_daemonset(DaemonSet(NAMESPACE, ds.name, template))
+        for w in spec.workloads:
+            self.cluster.apply_workload(Workload(NAMESPACE, w.name, w.kind, w.replicas, w.template()))
+            if w.pdb is not None:
+                selector = LabelSelector(match_labels={"app": w.name})
+                pdb = PodDisruptionBudget(NAMESPACE, w.name, selector, w.pdb.min_available, w.pdb.max_unavailable)
+                self.cluster.apply_pdb(pdb)
+        for index, entry in enumerate(spec.timeline):
+            self._at(scenario.instant(entry.at), lambda i=index: self._timeline(i))
+        for x in spec.cloud.interruptions:
+            self._at(scenario.instant(x.at), lambda x=x: self._interrupt(x.capacity_type, x.count))
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def _at(self, at: datetime, run: Callable[[], None]) -> None:
+        heapq.heappush(self._due, _Due(at, next(self._seq), run))
+
+    def advance(self, now: datetime) -> None:
+        """Play everything due up to `now`, then let the controllers and the scheduler act."""
+        while self._due and self._due[0].at <= now:
+            due = heapq.heappop(self._due)
+            self.now = max(self.now, due.at)
+            due.run()
+            self._settle()
+        self.now = max(self.now, now)
+        self._settle()
+
+    def next_due(self) -> datetime | None:
+        return self._due[0].at if self._due else None
+
+    def _settle(self) -> None:
+        self.cluster.reconcile(self.now)
+        self.cluster.schedule(self.now)
+
+    # --- the scenario's timeline -----------------------------------------------------------------
+
+    def _timeline(self, index: int) -> None:
+        entry = self.scenario.spec.timeline[index]
+        if entry.scale is not None:
+            self.cluster.workloads[f"{NAMESPACE}/{entry.scale.workload}"].replicas = entry.scale.replicas
+        elif entry.apply_node_pool is not None:
+            self.apply_nodepool(self.scenario.timeline_nodepools[index].to_dict())
+        elif entry.delete_node_pool is not None:
+            self.delete_nodepool(entry.delete_node_pool)
+        elif entry.delete_workload is not None:
+            self.cluster.delete_workload(NAMESPACE, entry.delete_workload)
+
+    # --- NodePools, as the API server holds them -------------------------------------------------
+
+    def apply_nodepool(self, document: dict[str, Any]) -> None:
+        """Stored as given, valid or not: the watcher validates it, as Karpenter does at runtime."""
+        name = str((document.get("metadata") or {}).get("name", ""))
+        action = MODIFIED if name in self.nodepools else ADDED
+        self.nodepools[name] = document
+        self.cluster.record("NodePool", action, name, document)
+
+    def delete_nodepool(self, name: str) -> None:
+        document = self.nodepools.pop(name, None)
+        if document is not None:
+            self.cluster.record("NodePool", DELETED, name, document)
+
+    # --- the cloud, as the CloudProvider port reaches it -----------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Launch now; the node registers after the launch latency, and is Ready after the
+        registration latency."""
+        instance = self.cloud.create(request, self.now)
+        registers = self.now + self.launch_latency
+        self._at(registers, lambda: self._register(instance))
+        self._at(registers + self.registration_latency, lambda: self._ready(instance))
+        return instance
+
+    def terminate(self, provider_id: str) -> Instance:
+        instance = self.cloud.delete(provider_id, self.now)
+        node = self.node_of(instance)
+        if node is not None:
+            self.cluster.delete_node(node.name)
+        return instance
+
+    def node_of(self, instance: Instance) -> Node | None:
+        return self.cluster.nodes.get(instance.request.nodeclaim)
+
+    def _register(self, instance: Instance) -> None:
+        if instance.state != "running":
+            return
+        request = instance.request
+        name = request.nodeclaim
+        labels = {**instance.labels, HOSTNAME_LABEL: name}
+        taints = [*request.taints, *request.startup_taints]
+        it = instance.instance_type
+        node = Node(name, instance.provider_id, labels, taints, it.capacity, it.allocatable, self.now)
+        self.cluster.add_node(node)
+
+    def _ready(self, instance: Instance) -> None:
+        node = self.node_of(instance)
+        if instance.state != "running" or node is None:
+            return
+        self.cluster.set_ready(node.name)
+        for taint in instance.request.startup_taints:
+            self.cluster.untaint(node.name, taint.key, taint.effect)
+
+    def _interrupt(self, capacity_type: str, count: int) -> None:
+        for instance in self.cloud.interrupt(capacity_type, count, self.now):
+            self._at(self.now + SPOT_NOTICE, lambda i=instance: self._reclaim(i))
+
+    def _reclaim(self, instance: Instance) -> None:
+        with contextlib.suppress(InstanceNotFound):  # nodewright may have terminated it during the notice
+            self.terminate(instance.provider_id)

@@ -1,0 +1,244 @@
+"""The sim cluster and the world around it: binding, taints, selectors, affinity, spread,
+evictions against PDBs, DaemonSets, controllers, and nodes that register then turn Ready."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from services.sim.cloud import InsufficientCapacity, LaunchRequest
+from services.sim.cluster import (
+    DEPLOYMENT,
+    STATEFULSET,
+    EvictionRefused,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PodTemplate,
+    SimCluster,
+    Workload,
+)
+from services.sim.scenario import parse_scenario
+from services.sim.world import World
+from shared.api.core import Requirement, Taint, Toleration
+from shared.api.labels import HOSTNAME_LABEL, ZONE_LABEL
+from shared.api.pod import Affinity, LabelSelector
+from shared.api.quantity import parse
+
+T0 = datetime(2026, 11, 23, 9, tzinfo=UTC)
+ON_DEMAND_ONLY = Requirement(key="karpenter.sh/capacity-type", operator="In", values=["on-demand"])
+GI = 2**30
+
+
+def node(name: str, cpu: int = 4, zone: str = "zone-a", ready: bool = True, taints=(), **labels: str) -> Node:
+    allocatable = {"cpu": Decimal(cpu), "memory": Decimal(cpu * 4 * GI), "pods": Decimal(110)}
+    labels = {HOSTNAME_LABEL: name, ZONE_LABEL: zone, **labels}
+    return Node(name, f"sim:///{name}", labels, list(taints), allocatable, allocatable, T0, ready)
+
+
+def template(cpu: str = "1", app: str = "web", **kw) -> PodTemplate:
+    return PodTemplate(labels={"app": app}, requests={"cpu": parse(cpu), "memory": Decimal(GI)}, **kw)
+
+
+def pod(name: str, cpu: str = "1", app: str = "web", **kw) -> Pod:
+    return Pod("default", name, template(cpu, app, **kw), DEPLOYMENT, app, T0)
+
+
+def test_pending_pods_bind_where_they_fit_and_the_rest_are_unschedulable():
+    cluster = SimCluster()
+    cluster.add_node(node("n1", cpu=4))
+    for i in range(5):
+        cluster.add_pod(pod(f"p{i}", cpu="1"))
+    bound = cluster.schedule(T0)
+    assert len(bound) == 4  # 4 allocatable cpu, 1 per pod
+    left = cluster.pending()
+    assert len(left) == 1
+    assert all(p.unschedulable == "0/1 nodes are available: 1 Insufficient cpu" for p in left)
+
+
+def test_taints_selectors_and_not_ready_nodes_keep_pods_away():
+    cluster = SimCluster()
+    cluster.add_node(node("tainted", taints=[Taint(key="BackendOnly", effect="NoSchedule")]))
+    cluster.add_node(node("starting", ready=False))
+    cluster.add_node(node("gpu", accelerator="yes"))
+    cluster.add_pod(pod("plain"))
+    cluster.add_pod(pod("picky", node_selector={"accelerator": "yes"}))
+    cluster.add_pod(
+        pod(
+            "backend",
+            tolerations=[Toleration(key="BackendOnly", operator="Exists")],
+            node_selector={HOSTNAME_LABEL: "tainted"},
+        )
+    )
+    cluster.add_pod(pod("nowhere", node_selector={"accelerator": "no"}))
+    cluster.schedule(T0)
+    placed = {p.name: p.node_name for p in cluster.pods.values()}
+    assert placed == {"plain": "gpu", "picky": "gpu", "backend": "tainted", "nowhere": None}
+    message = cluster.pods["default/nowhere"].unschedulable
+    assert "1 node(s) had untolerated taint {BackendOnly: }" in message
+    assert "1 node(s) were not ready" in message and "1 node(s) didn't match Pod's node affinity/selector" in message
+
+
+def test_required_node_affinity_hostname_anti_affinity_and_zone_spread():
+    cluster = SimCluster()
+    for name, zone in (("a1", "zone-a"), ("a2", "zone-a"), ("b1", "zone-b")):
+        cluster.add_node(node(name, cpu=16, zone=zone))
+    anti = Affinity.model_validate(
+        {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME_LABEL}
+                ]
+            }
+        }
+    )
+    for i in range(4):
+        cluster.add_pod(pod(f"db{i}", app="db", affinity=anti))
+    cluster.schedule(T0)
+    hosts = [p.node_name for p in cluster.pods.values() if p.node_name]
+    assert sorted(hosts) == ["a1", "a2", "b1"] and len(cluster.pending()) == 1
+    assert "didn't match pod anti-affinity rules" in cluster.pending()[0].unschedulable
+
+    spread = SimCluster()
+    for name, zone in (("a1", "zone-a"), ("a2", "zone-a"), ("b1", "zone-b")):
+        spread.add_node(node(name, cpu=16, zone=zone))
+    from shared.api.pod import TopologySpreadConstraint
+
+    constraint = TopologySpreadConstraint.model_validate(
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE_LABEL,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "api"}},
+        }
+    )
+    in_a = Affinity.model_validate(
+        {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a", "zone-b"]}]}
+                    ]
+                }
+            }
+        }
+    )
+    for i in range(6):
+        spread.add_pod(pod(f"api{i}", app="api", spread=[constraint], affinity=in_a))
+    spread.schedule(T0)
+    zones = [spread.nodes[p.node_name].labels[ZONE_LABEL] for p in spread.pods.values()]
+    assert zones.count("zone-a") == zones.count("zone-b") == 3
+
+
+def test_an_eviction_a_pdb_forbids_is_refused_like_the_api_429():
+    cluster = SimCluster()
+    cluster.add_node(node("n1", cpu=16))
+    for i in range(3):
+        cluster.add_pod(pod(f"web{i}"))
+    cluster.schedule(T0)
+    cluster.apply_pdb(
+        PodDisruptionBudget("default", "web", LabelSelector(match_labels={"app": "web"}), min_available=2)
+    )
+    assert cluster.disruptions_allowed(cluster.pdbs["default/web"]) == 1
+    cluster.evict("default/web0")
+    with pytest.raises(EvictionRefused) as refused:
+        cluster.evict("default/web1")
+    assert refused.value.status == 429 and "default/web1" in str(refused.value)
+    assert "default/web1" in cluster.pods
+    cluster.apply_pdb(
+        PodDisruptionBudget("default", "web", LabelSelector(match_labels={"app": "web"}), max_unavailable="50%")
+    )
+    cluster.evict("default/web1")  # 2 pods, 50% rounds up to 1 unavailable
+    cluster.delete_pod("default/web2")  # a delete is not an eviction: no budget asked
+
+
+def test_controllers_replace_lost_replicas_and_daemonsets_follow_nodes():
+    cluster = SimCluster()
+    cluster.apply_workload(Workload("default", "web", DEPLOYMENT, 3, template()))
+    cluster.apply_workload(Workload("default", "db", STATEFULSET, 2, template(app="db")))
+    from services.sim.cluster import DaemonSet
+
+    cluster.apply_daemonset(DaemonSet("default", "agent", template("100m", "agent")))
+    cluster.add_node(node("n1", cpu=16))
+    cluster.add_node(node("n2", cpu=16, taints=[Taint(key="dedicated", effect="NoSchedule")]))
+    cluster.reconcile(T0)
+    cluster.schedule(T0)
+    names = sorted(p.name for p in cluster.pods.values())
+    assert "db-0" in names and "db-1" in names and "agent-n1" in names and "agent-n2" not in names
+    assert cluster.pods["default/agent-n1"].node_name == "n1"
+    lost = cluster.delete_node("n1")
+    assert {p.name for p in lost} >= {"agent-n1", "db-0"}
+    cluster.reconcile(T0 + timedelta(seconds=1))
+    assert sum(p.owner_name == "web" for p in cluster.pods.values()) == 3
+    assert "default/db-0" in cluster.pods and cluster.pods["default/db-0"].node_name is None
+    cluster.workloads["default/web"].replicas = 1
+    cluster.reconcile(T0 + timedelta(seconds=2))
+    assert sum(p.owner_name == "web" for p in cluster.pods.values()) == 1
+    kinds = [c.kind for c in cluster.changes_since(0)]
+    assert kinds.count("Node") >= 3 and cluster.changes_since(cluster.resource_version) == []
+
+
+SCENARIO = {
+    "apiVersion": "nodewright.dev/v1alpha1",
+    "kind": "Scenario",
+    "metadata": {"name": "t"},
+    "spec": {
+        "start": "2026-11-23T09:00:00Z",
+        "duration": "1h",
+        "seed": 3,
+        "cloud": {
+            "instanceTypes": 120,
+            "launchLatency": "30s",
+            "registrationLatency": "20s",
+            "insufficientCapacity": [{"capacityType": "spot", "from": "0s", "to": "10m"}],
+            "interruptions": [{"at": "30m", "capacityType": "on-demand", "count": 1}],
+        },
+        "workloads": [{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}],
+        "timeline": [{"at": "5m", "scale": {"workload": "web", "replicas": 4}}],
+    },
+}
+
+
+def test_a_launched_node_registers_with_startup_taints_then_turns_ready_without_them():
+    world = World(parse_scenario(SCENARIO))
+    startup = Taint(key="node.cilium.io/agent-not-ready", effect="NoExecute")
+    request = LaunchRequest(
+        "c1",
+        "default",
+        [ON_DEMAND_ONLY],
+        {"cpu": Decimal(2)},
+        {"karpenter.sh/nodepool": "default"},
+        [Taint(key="team", value="a", effect="NoSchedule")],
+        [startup],
+    )
+    with pytest.raises(InsufficientCapacity):  # spot is short for the first ten minutes
+        world.launch(
+            LaunchRequest(
+                "c0", "default", [Requirement(key="karpenter.sh/capacity-type", operator="In", values=["spot"])]
+            )
+        )
+    instance = world.launch(request)
+    assert instance.offering.capacity_type == "on-demand"
+    world.advance(world.now + timedelta(seconds=29))
+    assert world.cluster.nodes == {}
+    world.advance(world.now + timedelta(seconds=1))
+    registered = world.cluster.nodes["c1"]
+    assert not registered.ready and {t.key for t in registered.taints} == {"team", startup.key}
+    assert registered.labels["karpenter.sh/nodepool"] == "default" and registered.labels[HOSTNAME_LABEL] == "c1"
+    world.advance(world.now + timedelta(seconds=20))
+    assert registered.ready and [t.key for t in registered.taints] == ["team"]
+
+
+def test_the_timeline_scales_and_interruptions_reclaim_after_the_notice():
+    world = World(parse_scenario(SCENARIO))
+    world.advance(world.now)
+    assert len(world.cluster.pending()) == 2
+    world.advance(world.scenario.instant("5m"))
+    assert len(world.cluster.pending()) == 4
+    instance = world.launch(LaunchRequest("c1", "default", [ON_DEMAND_ONLY]))
+    world.advance(world.scenario.instant("30m"))
+    assert instance.interrupted_at == world.scenario.instant("30m") and "c1" in world.cluster.nodes
+    world.advance(world.scenario.instant("32m"))
+    assert instance.state == "terminated" and "c1" not in world.cluster.nodes

@@ -1,0 +1,161 @@
+"""Scenario files: every example loads and plays; bad input is refused with field paths."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from services.sim.scenario import ScenarioError, load_scenario, parse_scenario, validate_scenario
+from services.sim.world import World
+from tests.conftest import ROOT, nodepool_doc
+
+EXAMPLES = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))
+
+BASE = {
+    "apiVersion": "nodewright.dev/v1alpha1",
+    "kind": "Scenario",
+    "metadata": {"name": "t"},
+    "spec": {
+        "start": "2026-11-23T09:00:00Z",
+        "duration": "1h",
+        "nodePools": [nodepool_doc(**{"metadata.name": "a"})],
+        "workloads": [{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}],
+        "timeline": [{"at": "5m", "scale": {"workload": "web", "replicas": 4}}],
+    },
+}
+
+
+def test_there_are_the_four_required_examples():
+    assert {p.stem for p in EXAMPLES} >= {
+        "burst-node-limit",
+        "backend1a-weekday-budget",
+        "drift-rollout",
+        "lowered-node-limit",
+    }
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_loads_and_its_world_plays_to_the_end(path: Path):
+    scenario = load_scenario(path)
+    world = World(scenario)
+    world.advance(scenario.end)
+    assert world.next_due() is None
+    pods = list(world.cluster.pods.values())
+    assert all(p.labels["app"] == p.owner_name for p in pods)
+    assert world.nodepools  # the pools are in the API server for the watcher
+
+
+def test_the_backend1a_example_is_seed_004s_pool():
+    scenario = load_scenario(ROOT / "examples/scenarios/backend1a-weekday-budget.yaml")
+    (pool,) = scenario.nodepools
+    budgets = pool.spec.disruption.budgets
+    assert pool.name == "backend1a" and budgets[0].schedule == "0 15 * * mon-fri" and budgets[0].duration == "9h"
+    assert budgets[0].reasons == ["Underutilized"] and budgets[0].nodes == "0"
+
+
+def _with(change) -> dict:
+    doc = copy.deepcopy(BASE)
+    change(doc["spec"])
+    return doc
+
+
+CASES = [
+    ("no start", lambda s: s.pop("start"), "spec.start", "Required value"),
+    ("naive start", lambda s: s.update(start="2026-11-23T09:00:00"), "spec.start", "time zone offset"),
+    ("bad duration", lambda s: s.update(duration="1 hour"), "spec.duration", "not a Go duration"),
+    ("unknown field", lambda s: s.update(speed=3), "spec.speed", "unknown field"),
+    (
+        "invalid nodepool",
+        lambda s: s["nodePools"][0]["spec"].update(limits={"cpu": "lots"}),
+        "spec.nodePools[0].spec.limits[cpu]",
+        "lots",
+    ),
+    ("two actions", lambda s: s["timeline"][0].update(deleteWorkload="web"), "spec.timeline[0]", "exactly one"),
+    ("no action", lambda s: s["timeline"][0].pop("scale"), "spec.timeline[0]", "exactly one"),
+    (
+        "unknown workload",
+        lambda s: s["timeline"][0]["scale"].update(workload="api"),
+        "spec.timeline[0].scale.workload",
+        "no workload 'api'",
+    ),
+    ("late", lambda s: s["timeline"][0].update(at="2h"), "spec.timeline[0].at", "after the scenario ends"),
+    (
+        "unknown pool",
+        lambda s: s["timeline"].append({"at": "1m", "deleteNodePool": "b"}),
+        "spec.timeline[1].deleteNodePool",
+        "no NodePool 'b'",
+    ),
+    (
+        "pdb both",
+        lambda s: s["workloads"][0].update(pdb={"minAvailable": 1, "maxUnavailable": 1}),
+        "spec.workloads[0].pdb",
+        "exactly one of minAvailable and maxUnavailable",
+    ),
+    (
+        "pdb bad percent",
+        lambda s: s["workloads"][0].update(pdb={"minAvailable": "half"}),
+        "spec.workloads[0].pdb.minAvailable",
+        "percentage such as 20%",
+    ),
+    ("bad kind", lambda s: s["workloads"][0].update(kind="Job"), "spec.workloads[0].kind", "Unsupported value"),
+    (
+        "duplicate workload",
+        lambda s: s["workloads"].append(dict(s["workloads"][0])),
+        "spec.workloads[1].name",
+        "Duplicate",
+    ),
+    (
+        "bad request",
+        lambda s: s["workloads"][0].update(requests={"cpu": "1x"}),
+        "spec.workloads[0].requests[cpu]",
+        "1x",
+    ),
+    (
+        "shortage zone",
+        lambda s: s.update(cloud={"insufficientCapacity": [{"zone": "moon", "from": "0s", "to": "1m"}]}),
+        "spec.cloud.insufficientCapacity[0].zone",
+        "not one of spec.cloud.zones",
+    ),
+    (
+        "shortage order",
+        lambda s: s.update(cloud={"insufficientCapacity": [{"from": "5m", "to": "1m"}]}),
+        "spec.cloud.insufficientCapacity[0].to",
+        "after `from`",
+    ),
+    (
+        "bad capacity type",
+        lambda s: s.update(cloud={"interruptions": [{"at": "1m", "capacityType": "reserved"}]}),
+        "spec.cloud.interruptions[0].capacityType",
+        "Unsupported value",
+    ),
+    (
+        "no types",
+        lambda s: s.update(cloud={"instanceTypes": 0}),
+        "spec.cloud.instanceTypes",
+        "greater than or equal to 1",
+    ),
+    (
+        "missing file",
+        lambda s: s.update(nodePoolFiles=["nope.yaml"]),
+        "spec.nodePoolFiles[0]",
+        "nope.yaml",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "path", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_scenarios_are_refused_with_the_field_path(change, path, fragment):
+    scenario, errors = validate_scenario(_with(change), ROOT)
+    assert scenario is None
+    assert any(e.path == path and fragment in e.message for e in errors), errors
+    with pytest.raises(ScenarioError, match=path.replace("[", r"\[").replace("]", r"\]")):
+        parse_scenario(_with(change), ROOT)
+
+
+def test_nodepool_files_are_read_relative_to_the_scenario(tmp_path: Path):
+    (tmp_path / "pools.yaml").write_text((ROOT / "examples/nodepools/backend1a.yaml").read_text())
+    doc = _with(lambda s: s.update(nodePoolFiles=["pools.yaml"]))
+    scenario = parse_scenario(doc, tmp_path)
+    assert [p.name for p in scenario.nodepools] == ["a", "backend1a"]
