@@ -6,11 +6,14 @@ With no URLs set, local commands and tests start embedded servers under `data_di
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
+
+from shared.clock import Clock, clock_from
 
 _ASYNC_DRIVER = "postgresql+asyncpg"
 _PLAIN_SCHEMES = frozenset({"postgres", "postgresql"})
@@ -52,6 +55,13 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".nodewright")
     """Where embedded servers keep their data between runs."""
     log_level: str = "INFO"
+    clock_start: datetime | None = None
+    """With it, the accelerated clock: the simulated instant at `clock_origin` (wall, epoch seconds)."""
+    clock_speed: float = 1.0
+    clock_origin: float | None = None
+
+    def clock(self) -> Clock:
+        return clock_from(self.clock_start, self.clock_speed, self.clock_origin)
 
     @field_validator("database_url")
     @classmethod

@@ -15,15 +15,16 @@ from decimal import Decimal
 from services.sim.catalog import ON_DEMAND, SPOT, InstanceType, Offering, offering_labels
 from shared.api.core import Requirement, Taint
 from shared.policy.requirements import allows
+from shared.ports import cloud as ports
 
 RUNNING, TERMINATED = "running", "terminated"
 
 
-class CloudError(Exception):
+class CloudError(ports.CloudError):
     pass
 
 
-class InsufficientCapacity(CloudError):
+class InsufficientCapacity(CloudError, ports.InsufficientCapacityError):
     """No offering the claim allows can be launched now (upstream: InsufficientCapacityError)."""
 
     def __init__(self, nodeclaim: str, tried: Sequence[tuple[str, str, str]]) -> None:
@@ -33,11 +34,11 @@ class InsufficientCapacity(CloudError):
         self.tried = list(tried)
 
 
-class NoCompatibleOffering(CloudError):
+class NoCompatibleOffering(CloudError, ports.NoCompatibleInstanceTypes):
     """No instance type of the catalog satisfies the claim's requirements and requests."""
 
 
-class InstanceNotFound(CloudError):
+class InstanceNotFound(CloudError, ports.InstanceNotFound):
     pass
 
 

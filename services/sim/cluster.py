@@ -21,21 +21,22 @@ from shared.api.labels import HOSTNAME_LABEL
 from shared.api.pod import Affinity, LabelSelector, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable
 from shared.api.quantity import format_quantity
 from shared.policy.requirements import selector_allows
+from shared.ports import cluster as ports
+from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
 
-ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 DEPLOYMENT, STATEFULSET, DAEMONSET = "Deployment", "StatefulSet", "DaemonSet"
 _ZERO = Decimal(0)
 
 
-class ClusterError(Exception):
+class ClusterError(ports.ClusterError):
     pass
 
 
-class NotFound(ClusterError):
+class NotFound(ClusterError, ports.NotFound):
     pass
 
 
-class EvictionRefused(ClusterError):
+class EvictionRefused(ClusterError, ports.EvictionRefused):
     """What the eviction API answers with 429 while a PodDisruptionBudget allows no disruption."""
 
     status = 429
@@ -73,6 +74,7 @@ class Pod:
     node_name: str | None = None
     started_at: datetime | None = None
     unschedulable: str | None = None  # the scheduler's message while it cannot place the pod
+    uid: str = ""
 
     @property
     def key(self) -> str:
@@ -87,6 +89,7 @@ class Pod:
         return {
             "namespace": self.namespace,
             "name": self.name,
+            "uid": self.uid,
             "labels": dict(t.labels),
             "annotations": dict(t.annotations),
             "requests": _quantities(t.requests),
@@ -170,15 +173,6 @@ class DaemonSet:
     template: PodTemplate
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    resource_version: int
-    kind: str  # Pod, Node, PodDisruptionBudget
-    action: str  # ADDED, MODIFIED, DELETED
-    key: str
-    object: dict[str, Any]
-
-
 def _quantities(values: Mapping[str, Decimal]) -> dict[str, str]:
     return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
 
@@ -197,17 +191,35 @@ class SimCluster:
         self.pdbs: dict[str, PodDisruptionBudget] = {}
         self.workloads: dict[str, Workload] = {}
         self.daemonsets: dict[str, DaemonSet] = {}
-        self.changes: list[Change] = []
+        self.changes: list[WatchEvent] = []
+        self.nodepools: dict[str, dict[str, Any]] = {}
+        self._versions: dict[tuple[str, str], int] = {}
         self.resource_version = 0
         self._serial = 0
+        self._uids = 0
 
     # --- watch ---------------------------------------------------------------------------------
 
     def record(self, kind: str, action: str, key: str, obj: dict[str, Any]) -> None:
         self.resource_version += 1
-        self.changes.append(Change(self.resource_version, kind, action, key, obj))
+        self.changes.append(WatchEvent(self.resource_version, kind, action, key, obj))
+        if action == DELETED:
+            self._versions.pop((kind, key), None)
+        else:
+            self._versions[(kind, key)] = self.resource_version
 
-    def changes_since(self, resource_version: int) -> list[Change]:
+    def snapshot(self) -> Snapshot:
+        """Every object now, each at the resource version of its last change (a list call)."""
+        current: list[tuple[str, str, dict[str, Any]]] = [
+            *((POD, k, p.to_dict()) for k, p in self.pods.items()),
+            *((NODE, k, n.to_dict()) for k, n in self.nodes.items()),
+            *((PDB, k, b.to_dict()) for k, b in self.pdbs.items()),
+            *((NODEPOOL, k, d) for k, d in self.nodepools.items()),
+        ]
+        objects = [WatchEvent(self._versions[(kind, key)], kind, ADDED, key, obj) for kind, key, obj in current]
+        return Snapshot(self.resource_version, sorted(objects, key=lambda e: e.resource_version))
+
+    def changes_since(self, resource_version: int) -> list[WatchEvent]:
         """What changed after `resource_version`, in order (a watch from that version)."""
         start = len(self.changes)
         while start > 0 and self.changes[start - 1].resource_version > resource_version:
@@ -219,15 +231,18 @@ class SimCluster:
     def add_pod(self, pod: Pod) -> Pod:
         if pod.key in self.pods:
             raise ClusterError(f"pod {pod.key} already exists")
+        if not pod.uid:
+            self._uids += 1
+            pod.uid = f"uid-{self._uids:08x}"
         self.pods[pod.key] = pod
-        self.record("Pod", ADDED, pod.key, pod.to_dict())
+        self.record(POD, ADDED, pod.key, pod.to_dict())
         return pod
 
     def delete_pod(self, key: str) -> Pod:
         pod = self.pods.pop(key, None)
         if pod is None:
             raise NotFound(f"pod {key} not found")
-        self.record("Pod", DELETED, key, pod.to_dict())
+        self.record(POD, DELETED, key, pod.to_dict())
         return pod
 
     def evict(self, key: str) -> Pod:
@@ -252,12 +267,12 @@ class SimCluster:
     def apply_pdb(self, pdb: PodDisruptionBudget) -> None:
         action = MODIFIED if pdb.key in self.pdbs else ADDED
         self.pdbs[pdb.key] = pdb
-        self.record("PodDisruptionBudget", action, pdb.key, pdb.to_dict())
+        self.record(PDB, action, pdb.key, pdb.to_dict())
 
     def delete_pdb(self, key: str) -> None:
         pdb = self.pdbs.pop(key, None)
         if pdb is not None:
-            self.record("PodDisruptionBudget", DELETED, key, pdb.to_dict())
+            self.record(PDB, DELETED, key, pdb.to_dict())
 
     def pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
         return [b for b in self.pdbs.values() if b.namespace == pod.namespace and b.selector.matches(pod.labels)]
@@ -283,7 +298,7 @@ class SimCluster:
         if node.name in self.nodes:
             raise ClusterError(f"node {node.name} already exists")
         self.nodes[node.name] = node
-        self.record("Node", ADDED, node.name, node.to_dict())
+        self.record(NODE, ADDED, node.name, node.to_dict())
 
     def node(self, name: str) -> Node:
         node = self.nodes.get(name)
@@ -292,7 +307,7 @@ class SimCluster:
         return node
 
     def _node_changed(self, node: Node) -> None:
-        self.record("Node", MODIFIED, node.name, node.to_dict())
+        self.record(NODE, MODIFIED, node.name, node.to_dict())
 
     def set_ready(self, name: str, ready: bool = True) -> None:
         node = self.node(name)
@@ -319,8 +334,23 @@ class SimCluster:
         if node is None:
             raise NotFound(f"node {name} not found")
         gone = [self.delete_pod(p.key) for p in self.bound_to(name)]
-        self.record("Node", DELETED, name, node.to_dict())
+        self.record(NODE, DELETED, name, node.to_dict())
         return gone
+
+    # --- NodePools, as the API server holds them ------------------------------------------------
+
+    def apply_nodepool(self, document: dict[str, Any]) -> None:
+        """Stored as given, valid or not: the watcher validates it, as Karpenter does at runtime."""
+        name = str((document.get("metadata") or {}).get("name", ""))
+        action = MODIFIED if name in self.nodepools else ADDED
+        self.nodepools[name] = document
+        self.record(NODEPOOL, action, name, document)
+
+    def delete_nodepool(self, name: str) -> None:
+        document = self.nodepools.pop(name, None)
+        if document is None:
+            raise NotFound(f"nodepool {name} not found")
+        self.record(NODEPOOL, DELETED, name, document)
 
     # --- controllers ---------------------------------------------------------------------------
 
@@ -389,7 +419,7 @@ class SimCluster:
             if feasible:
                 node = max(feasible, key=lambda n: (self._room(n), n.name))
                 pod.node_name, pod.started_at, pod.unschedulable = node.name, now, None
-                self.record("Pod", MODIFIED, pod.key, pod.to_dict())
+                self.record(POD, MODIFIED, pod.key, pod.to_dict())
                 bound.append(pod)
                 continue
             message = f"0/{len(self.nodes)} nodes are available: " + ", ".join(
@@ -399,7 +429,7 @@ class SimCluster:
                 message = "no nodes available to schedule pods"
             if pod.unschedulable != message:
                 pod.unschedulable = message
-                self.record("Pod", MODIFIED, pod.key, pod.to_dict())
+                self.record(POD, MODIFIED, pod.key, pod.to_dict())
         return bound
 
     def free(self, node: Node) -> dict[str, Decimal]:

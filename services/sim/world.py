@@ -16,14 +16,10 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from services.sim.catalog import generate_catalog
 from services.sim.cloud import CapacityWindow, Instance, InstanceNotFound, LaunchRequest, SimCloud
 from services.sim.cluster import (
-    ADDED,
-    DELETED,
-    MODIFIED,
     DaemonSet,
     Node,
     PodDisruptionBudget,
@@ -59,13 +55,12 @@ class World:
             generate_catalog(spec.seed, spec.cloud.instance_types, spec.cloud.zones), windows, spec.seed
         )
         self.cluster = SimCluster()
-        self.nodepools: dict[str, dict[str, Any]] = {}
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self.launch_latency = scenario.latency("launch")
         self.registration_latency = scenario.latency("registration")
         for pool in scenario.nodepools:
-            self.apply_nodepool(pool.to_dict())
+            self.cluster.apply_nodepool(pool.to_dict())
         for ds in spec.daemon_sets:
             template = PodTemplate(
                 labels={"app": ds.name}, requests=requests_of(ds.requests), tolerations=list(ds.tolerations)
@@ -111,25 +106,11 @@ class World:
         if entry.scale is not None:
             self.cluster.workloads[f"{NAMESPACE}/{entry.scale.workload}"].replicas = entry.scale.replicas
         elif entry.apply_node_pool is not None:
-            self.apply_nodepool(self.scenario.timeline_nodepools[index].to_dict())
+            self.cluster.apply_nodepool(self.scenario.timeline_nodepools[index].to_dict())
         elif entry.delete_node_pool is not None:
-            self.delete_nodepool(entry.delete_node_pool)
+            self.cluster.delete_nodepool(entry.delete_node_pool)
         elif entry.delete_workload is not None:
             self.cluster.delete_workload(NAMESPACE, entry.delete_workload)
-
-    # --- NodePools, as the API server holds them -------------------------------------------------
-
-    def apply_nodepool(self, document: dict[str, Any]) -> None:
-        """Stored as given, valid or not: the watcher validates it, as Karpenter does at runtime."""
-        name = str((document.get("metadata") or {}).get("name", ""))
-        action = MODIFIED if name in self.nodepools else ADDED
-        self.nodepools[name] = document
-        self.cluster.record("NodePool", action, name, document)
-
-    def delete_nodepool(self, name: str) -> None:
-        document = self.nodepools.pop(name, None)
-        if document is not None:
-            self.cluster.record("NodePool", DELETED, name, document)
 
     # --- the cloud, as the CloudProvider port reaches it -----------------------------------------
 

@@ -10,6 +10,9 @@
   it never stops the service and never blocks the stream.
 - `/healthz`, `/readyz` (connected to NATS, every readiness check passing, the consumer caught
   up) and `/metrics` on the service's own port, so several services run on one host.
+
+A service that consumes no events (the sim, the watcher) passes `subjects=None` and uses the
+broker for request/reply only.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class ServiceShell:
         nats_url: str,
         *,
         port: int = 0,
-        subjects: str = EVENT_SUBJECTS,
+        subjects: str | None = EVENT_SUBJECTS,
         readiness: list[ReadinessCheck] | None = None,
         max_deliver: int = MAX_DELIVER,
     ) -> None:
@@ -81,7 +84,9 @@ class ServiceShell:
         self.port = port
         self.readiness = list(readiness or [])
         self.handlers: dict[str, Handler] = {}
-        self.broker = NatsBroker(nats_url, graceful_timeout=10.0)
+        self.broker = NatsBroker(
+            nats_url, graceful_timeout=10.0, log_level=logging.DEBUG
+        )  # a line per message is noise
         self.registry = CollectorRegistry()
         self.handled = Counter(
             "nodewright_bus_messages_total",
@@ -96,7 +101,12 @@ class ServiceShell:
             registry=self.registry,
         )
         self._runner: web.AppRunner | None = None
+        self.consuming = False
         self.log = logging.getLogger(f"nodewright.{name}")
+        if subjects is not None:
+            self._consume(subjects, max_deliver)
+
+    def _consume(self, subjects: str, max_deliver: int) -> None:
         with warnings.catch_warnings():
             # faststream warns that a durable push consumer does not scale out; with a queue group
             # (deliver group) it does, and that is what replicas of a service share
@@ -104,13 +114,14 @@ class ServiceShell:
             subscriber = self.broker.subscriber(
                 subjects,
                 stream=JStream(STREAM, declare=False),
-                durable=name,
-                queue=name,
+                durable=self.name,
+                queue=self.name,
                 deliver_policy=DeliverPolicy.ALL,
                 config=ConsumerConfig(max_deliver=max_deliver, ack_wait=30),
                 ack_policy=AckPolicy.MANUAL,
             )
         subscriber(self._receive)
+        self.consuming = True
 
     def handler(self, *event_types: str) -> Callable[[Handler], Handler]:
         """Register a coroutine for these event types; other types are acked and ignored."""
@@ -200,6 +211,8 @@ class ServiceShell:
         return reasons
 
     async def consumer_pending(self) -> int:
+        if not self.consuming:
+            return 0
         with contextlib.suppress(Exception):
             info = await self.broker.connection.jetstream().consumer_info(STREAM, self.name)
             self.pending.labels(self.name).set(info.num_pending)

@@ -101,11 +101,18 @@ class NodePoolApplied(NodePoolEvent):
 
     TYPE: ClassVar[str] = "NodePoolApplied"
     nodepool_object: dict[str, Any] = Field(description="the NodePool as the API server returns it")
+    drift_hash: str | None = Field(
+        default=None, description="karpenter.sh/nodepool-hash of the template (`shared.policy.drift`)"
+    )
+    resource_version: int | None = Field(default=None, description="the cluster's version of the object applied")
 
 
 class NodePoolRejected(NodePoolEvent):
+    """The pool's ValidationSucceeded condition is false: it is never scheduled to."""
+
     TYPE: ClassVar[str] = "NodePoolRejected"
     errors: list[dict[str, str]] = Field(description="[{path, message}] as `nodewright validate` reports them")
+    resource_version: int | None = None
 
 
 class NodePoolDeleted(NodePoolEvent):
@@ -125,19 +132,35 @@ class DisruptionBlocked(NodePoolEvent):
 
 
 class PodPending(PodEvent):
+    """The cluster's scheduler could not place the pod: what it asks for, and where it may run."""
+
     TYPE: ClassVar[str] = "PodPending"
+    uid: str | None = None
     requests: Resources = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: dict[str, Any] | None = Field(default=None, description="the pod spec's affinity, API shape")
+    topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    priority_class_name: str | None = None
     priority: int = 0
+    termination_grace_period_seconds: int | None = None
+    message: str | None = Field(default=None, description="the scheduler's Unschedulable message")
 
 
 class PodBound(PodEvent):
     TYPE: ClassVar[str] = "PodBound"
     node: str
+    uid: str | None = None
 
 
 class PodDeleted(PodEvent):
     TYPE: ClassVar[str] = "PodDeleted"
+    uid: str | None = None
+    node: str | None = None
 
 
 class PodEvicted(PodEvent):
@@ -146,9 +169,51 @@ class PodEvicted(PodEvent):
     nodeclaim: str | None = None
 
 
+class NodeRegistered(NodeEvent):
+    """A node joined the cluster (not Ready yet): what it offers and the taints it carries."""
+
+    TYPE: ClassVar[str] = "NodeRegistered"
+    provider_id: str
+    nodeclaim: str | None = None
+    nodepool: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[dict[str, Any]] = Field(default_factory=list)
+    capacity: Resources = Field(default_factory=dict)
+    allocatable: Resources = Field(default_factory=dict)
+
+
+class NodeInitialized(NodeEvent):
+    """The node is Ready and its startup taints are gone: it can take pods."""
+
+    TYPE: ClassVar[str] = "NodeInitialized"
+    nodeclaim: str | None = None
+    nodepool: str | None = None
+
+
 class NodeDeleted(NodeEvent):
     TYPE: ClassVar[str] = "NodeDeleted"
     nodeclaim: str | None = None
+
+
+class PodDisruptionBudgetEvent(Event):
+    STREAM_KIND: ClassVar[str] = "pdb"
+    namespace: str
+    name: str
+
+    def _stream_key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class PodDisruptionBudgetApplied(PodDisruptionBudgetEvent):
+    TYPE: ClassVar[str] = "PodDisruptionBudgetApplied"
+    selector: dict[str, Any] = Field(default_factory=dict)
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    resource_version: int | None = None
+
+
+class PodDisruptionBudgetDeleted(PodDisruptionBudgetEvent):
+    TYPE: ClassVar[str] = "PodDisruptionBudgetDeleted"
 
 
 # --- The NodeClaim lifecycle ---------------------------------------------------------------------
@@ -269,7 +334,11 @@ CONTRACTS: tuple[type[Event], ...] = (
     PodBound,
     PodDeleted,
     PodEvicted,
+    NodeRegistered,
+    NodeInitialized,
     NodeDeleted,
+    PodDisruptionBudgetApplied,
+    PodDisruptionBudgetDeleted,
     NodeClaimCreated,
     NodeClaimLaunched,
     NodeClaimLaunchFailed,

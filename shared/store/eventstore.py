@@ -369,6 +369,14 @@ class EventStore:
         async for rows in self._pages(columns, from_position, batch_size, where, arguments):
             yield rows
 
+    async def read_types(
+        self, types: Sequence[str], *, batch_size: int = 10000
+    ) -> AsyncIterator[list[tuple[str, dict[str, Any]]]]:
+        """(type, data) of every event of these types, in position order: how a service rebuilds
+        what it once recorded (the watcher, what it reported of the cluster)."""
+        async for rows in self._pages("position, type, data", 0, batch_size, "type = ANY($3::text[])", [list(types)]):
+            yield [(t, d) for _, t, d in rows]
+
     async def pool_sizes(self) -> dict[str, int]:
         """Events per pool the log names, counted by PostgreSQL (a scan: the counter rows'
         versions say the same for every pool the store itself wrote to)."""

@@ -86,7 +86,7 @@ def test_upcasters_lift_old_payloads_step_by_step():
         payload["priority_class"] = "high" if payload["priority_value"] > 100 else "default"
         return payload
 
-    old = c.PodPending(namespace="ns", name="p", priority=1000).payload()
+    old = {"namespace": "ns", "name": "p", "requests": {}, "node_selector": {}, "priority": 1000}  # a v1 payload
     lifted = registry.decode("PodPending", 1, old)
     assert lifted == PodPendingV2(namespace="ns", name="p", priority_value=1000, priority_class="high")
     assert registry.decode("PodPending", 3, lifted.payload()) == lifted

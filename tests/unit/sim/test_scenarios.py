@@ -44,7 +44,7 @@ def test_every_example_loads_and_its_world_plays_to_the_end(path: Path):
     assert world.next_due() is None
     pods = list(world.cluster.pods.values())
     assert all(p.labels["app"] == p.owner_name for p in pods)
-    assert world.nodepools  # the pools are in the API server for the watcher
+    assert world.cluster.nodepools  # the pools are in the API server for the watcher
 
 
 def test_the_backend1a_example_is_seed_004s_pool():

@@ -1,0 +1,133 @@
+"""The sim as a service: the world played on the shared clock, reachable over NATS.
+
+Every `tick` the world is advanced to the clock's now and, when anything changed, the new
+resource version is announced on `sim.watch`. Requests on `sim.cluster.*` and `sim.cloud.*`
+(`shared.adapters.sim` is the client) first bring the world up to now, then act on it; the loop
+never awaits in the middle of a change, so requests and ticks never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from services.sim.cloud import Instance, LaunchRequest
+from services.sim.scenario import Scenario
+from services.sim.world import World
+from shared.adapters import sim as wire
+from shared.api.core import Requirement, Taint, TaintEffect
+from shared.api.quantity import parse
+from shared.bus.service import ServiceShell
+from shared.clock import Clock
+from shared.ports.cloud import CloudError
+from shared.ports.cluster import ClusterError
+
+TICK_SECONDS = 0.1
+
+
+class SimService:
+    def __init__(self, scenario: Scenario, clock: Clock, nats_url: str, *, port: int = 0) -> None:
+        self.world = World(scenario)
+        self.clock = clock
+        self.shell = ServiceShell("sim", nats_url, port=port, subjects=None)
+        self.announced = 0
+        routes: dict[str, Callable[[dict[str, Any]], Any]] = {
+            wire.SNAPSHOT: self._snapshot,
+            wire.CHANGES: lambda body: [c.to_dict() for c in self.world.cluster.changes_since(int(body["after"]))],
+            wire.TAINT: lambda body: self.world.cluster.taint(body["node"], Taint.model_validate(body["taint"])),
+            wire.UNTAINT: lambda body: self.world.cluster.untaint(
+                body["node"], body["key"], TaintEffect(body["effect"]) if body.get("effect") else None
+            ),
+            wire.EVICT: lambda body: _nothing(self.world.cluster.evict(body["pod"])),
+            wire.DELETE_POD: lambda body: _nothing(self.world.cluster.delete_pod(body["pod"])),
+            wire.DELETE_NODE: lambda body: _nothing(self.world.cluster.delete_node(body["node"])),
+            wire.INSTANCE_TYPES: lambda body: [_instance_type(t) for t in self.world.cloud.instance_types()],
+            wire.CREATE: lambda body: _instance(self.world.launch(_launch_request(body))),
+            wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),
+            wire.LIST: lambda body: [_instance(i) for i in self.world.cloud.running()],
+        }
+        for subject, route in routes.items():
+            self.shell.broker.subscriber(subject)(self._answer(route))
+
+    def _answer(self, route: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        async def answer(body: dict[str, Any]) -> Any:
+            self.world.advance(self.clock.now())
+            try:
+                result = route(body or {})
+            except (ClusterError, CloudError) as exc:
+                return {"error": {"type": type(exc).__name__, "message": str(exc)}}
+            except (KeyError, TypeError, ValueError) as exc:
+                return {"error": {"type": "BadRequest", "message": f"malformed request: {exc!r}"}}
+            await self._announce()
+            return {} if result is None else result
+
+        return answer
+
+    def _snapshot(self, body: dict[str, Any]) -> dict[str, Any]:
+        snapshot = self.world.cluster.snapshot()
+        return {"resourceVersion": snapshot.resource_version, "objects": [o.to_dict() for o in snapshot.objects]}
+
+    async def _announce(self) -> None:
+        version = self.world.cluster.resource_version
+        if version != self.announced:
+            self.announced = version
+            await self.shell.broker.publish({"resourceVersion": version}, wire.WATCH)
+
+    async def run(self, stopping: asyncio.Event, tick: float = TICK_SECONDS) -> None:
+        await self.shell.start()
+        try:
+            while not stopping.is_set():
+                self.world.advance(self.clock.now())
+                await self._announce()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), tick)
+        finally:
+            await self.shell.stop()
+
+
+def _launch_request(body: dict[str, Any]) -> LaunchRequest:
+    return LaunchRequest(
+        nodeclaim=body["nodeclaim"],
+        nodepool=body["nodepool"],
+        requirements=[Requirement.model_validate(r) for r in body.get("requirements") or []],
+        requests={k: parse(str(v)) for k, v in (body.get("requests") or {}).items()},
+        labels=dict(body.get("labels") or {}),
+        taints=[Taint.model_validate(t) for t in body.get("taints") or []],
+        startup_taints=[Taint.model_validate(t) for t in body.get("startupTaints") or []],
+    )
+
+
+def _nothing(_: Any) -> None:
+    """Operations answer with an empty object; what they return stays in the sim."""
+    return None
+
+
+def _instance(instance: Instance) -> dict[str, Any]:
+    it = instance.instance_type
+    return {
+        "providerID": instance.provider_id,
+        "nodeclaim": instance.request.nodeclaim,
+        "nodepool": instance.request.nodepool,
+        "instanceType": it.name,
+        "zone": instance.offering.zone,
+        "capacityType": instance.offering.capacity_type,
+        "price": instance.offering.price,
+        "capacity": it.capacity_strings(),
+        "allocatable": it.allocatable_strings(),
+        "labels": instance.labels,
+        "launchedAt": instance.launched_at.isoformat(),
+        "state": instance.state,
+        "interruptedAt": instance.interrupted_at.isoformat() if instance.interrupted_at else None,
+    }
+
+
+def _instance_type(it: Any) -> dict[str, Any]:
+    return {
+        "name": it.name,
+        "capacity": it.capacity_strings(),
+        "allocatable": it.allocatable_strings(),
+        "labels": dict(it.labels),
+        "offerings": [{"zone": o.zone, "capacityType": o.capacity_type, "price": o.price} for o in it.offerings],
+    }

@@ -1,0 +1,283 @@
+"""What the watcher tells the event store about the cluster: facts, from watch events and lists.
+
+Pure. `Facts.observe(event)` turns one watch event into facts and remembers what it reported;
+`Facts.resync(snapshot)` does the same for a whole list, plus the deletions the list implies
+(objects reported live that are gone). What the watcher reported is rebuilt from its own facts
+in the log (`Facts.remember`), so a restarted watcher re-lists and reports only what changed.
+
+Every fact has an id derived from what it is about (a pod's uid, a node's provider id, the
+resource version a NodePool was applied at), so a fact reported twice, by a watcher that died
+between appending and remembering, is dropped by the store's de-duplication by event id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.api.labels import NODEPOOL_LABEL
+from shared.api.validation import validate_nodepool
+from shared.events import contracts as c
+from shared.policy.drift import drift_hash
+from shared.ports.cluster import DELETED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
+
+_IDS = uuid.UUID("6f0c6a5e-9a57-4a3e-8a0e-6e6f64657772")
+
+
+def fact_id(*parts: object) -> uuid.UUID:
+    return uuid.uuid5(_IDS, "/".join(str(p) for p in parts))
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    event: c.Event
+    event_id: uuid.UUID
+
+
+@dataclass(slots=True)
+class _Pod:
+    uid: str
+    pending: bool = False
+    node: str | None = None
+
+
+@dataclass(slots=True)
+class _Node:
+    provider_id: str
+    nodeclaim: str | None = None
+    initialized: bool = False
+
+
+@dataclass(slots=True)
+class _Pool:
+    version: int  # the resource version it was applied (or rejected) at
+    spec: dict[str, Any] | None  # None when rejected
+    startup_taints: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class Facts:
+    pods: dict[str, _Pod] = field(default_factory=dict)
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    pools: dict[str, _Pool] = field(default_factory=dict)
+    pdbs: dict[str, int] = field(default_factory=dict)
+
+    # --- from the cluster ----------------------------------------------------------------------
+
+    def observe(self, event: WatchEvent) -> list[Fact]:
+        if event.kind == POD:
+            return self._pod(event)
+        if event.kind == NODE:
+            return self._node(event)
+        if event.kind == NODEPOOL:
+            return self._nodepool(event)
+        if event.kind == PDB:
+            return self._pdb(event)
+        return []
+
+    def resync(self, snapshot: Snapshot) -> list[Fact]:
+        """A full list: facts for what changed while the watch was down, deletions included."""
+        out: list[Fact] = []
+        present: dict[str, set[str]] = {POD: set(), NODE: set(), NODEPOOL: set(), PDB: set()}
+        for event in snapshot.objects:
+            present.setdefault(event.kind, set()).add(event.key)
+            out.extend(self.observe(event))
+        gone = [
+            *((POD, k, {"uid": p.uid, "nodeName": p.node}) for k, p in self.pods.items() if k not in present[POD]),
+            *((NODE, k, {"providerID": n.provider_id}) for k, n in self.nodes.items() if k not in present[NODE]),
+            *((NODEPOOL, k, {}) for k in self.pools if k not in present[NODEPOOL]),
+            *((PDB, k, {}) for k in self.pdbs if k not in present[PDB]),
+        ]
+        for kind, key, obj in gone:
+            out.extend(self.observe(WatchEvent(snapshot.resource_version, kind, DELETED, key, obj)))
+        return out
+
+    def _pod(self, event: WatchEvent) -> list[Fact]:
+        namespace, _, name = event.key.partition("/")
+        known = self.pods.get(event.key)
+        obj = event.object
+        if event.action == DELETED:
+            if known is None:
+                return []
+            del self.pods[event.key]
+            deleted = c.PodDeleted(namespace=namespace, name=name, uid=known.uid, node=known.node)
+            return [Fact(deleted, fact_id("PodDeleted", known.uid))]
+        uid = obj.get("uid") or event.key
+        if known is None or known.uid != uid:
+            out = [] if known is None else self._pod(WatchEvent(event.resource_version, POD, DELETED, event.key, {}))
+            known = self.pods[event.key] = _Pod(uid)
+        else:
+            out = []
+        node = obj.get("nodeName")
+        if node and known.node != node:
+            known.node = node
+            out.append(Fact(c.PodBound(namespace=namespace, name=name, node=node, uid=uid), fact_id("PodBound", uid)))
+        elif not node and obj.get("unschedulable") and not known.pending:
+            known.pending = True
+            out.append(Fact(_pending(namespace, name, uid, obj), fact_id("PodPending", uid)))
+        return out
+
+    def _node(self, event: WatchEvent) -> list[Fact]:
+        known = self.nodes.get(event.key)
+        obj = event.object
+        if event.action == DELETED:
+            if known is None:
+                return []
+            del self.nodes[event.key]
+            deleted = c.NodeDeleted(node=event.key, nodeclaim=known.nodeclaim)
+            return [Fact(deleted, fact_id("NodeDeleted", known.provider_id))]
+        provider_id = obj.get("providerID", "")
+        labels = obj.get("labels") or {}
+        nodepool = labels.get(NODEPOOL_LABEL)
+        nodeclaim = event.key if nodepool else None  # the sim (like kwok) names a node after its claim
+        out: list[Fact] = []
+        if known is None or known.provider_id != provider_id:
+            known = self.nodes[event.key] = _Node(provider_id, nodeclaim)
+            registered = c.NodeRegistered(
+                node=event.key,
+                provider_id=provider_id,
+                nodeclaim=nodeclaim,
+                nodepool=nodepool,
+                labels=labels,
+                taints=obj.get("taints") or [],
+                capacity=obj.get("capacity") or {},
+                allocatable=obj.get("allocatable") or {},
+            )
+            out.append(Fact(registered, fact_id("NodeRegistered", provider_id)))
+        if not known.initialized and obj.get("ready") and not self._startup_taints_left(nodepool, obj):
+            known.initialized = True
+            initialized = c.NodeInitialized(node=event.key, nodeclaim=nodeclaim, nodepool=nodepool)
+            out.append(Fact(initialized, fact_id("NodeInitialized", provider_id)))
+        return out
+
+    def _startup_taints_left(self, nodepool: str | None, obj: Mapping[str, Any]) -> bool:
+        pool = self.pools.get(nodepool or "")
+        startup = pool.startup_taints if pool is not None else frozenset()
+        return any(t.get("key") in startup for t in obj.get("taints") or [])
+
+    def _nodepool(self, event: WatchEvent) -> list[Fact]:
+        known = self.pools.get(event.key)
+        if event.action == DELETED:
+            if known is None:
+                return []
+            del self.pools[event.key]
+            if known.spec is None:
+                return []  # never applied: nothing to take back
+            deleted = c.NodePoolDeleted(nodepool=event.key)
+            return [Fact(deleted, fact_id("NodePoolDeleted", event.key, known.version))]
+        result = validate_nodepool(event.object)
+        if result.nodepool is None or result.name != event.key:
+            errors = [{"path": e.path, "message": e.message} for e in result.errors] or [
+                {"path": "metadata.name", "message": f"the object is named {result.name!r}, not {event.key!r}"}
+            ]
+            if known is not None and known.spec is None and known.version == event.resource_version:
+                return []
+            self.pools[event.key] = _Pool(event.resource_version, None)
+            rejected = c.NodePoolRejected(nodepool=event.key, errors=errors, resource_version=event.resource_version)
+            return [Fact(rejected, fact_id("NodePoolRejected", event.key, event.resource_version))]
+        if known is not None and known.spec == event.object:
+            return []
+        self.pools[event.key] = _Pool(event.resource_version, event.object, _startup_taints(event.object))
+        applied = c.NodePoolApplied(
+            nodepool=event.key,
+            nodepool_object=event.object,
+            drift_hash=drift_hash(result.nodepool),
+            resource_version=event.resource_version,
+        )
+        return [Fact(applied, fact_id("NodePoolApplied", event.key, event.resource_version))]
+
+    def _pdb(self, event: WatchEvent) -> list[Fact]:
+        namespace, _, name = event.key.partition("/")
+        known = self.pdbs.get(event.key)
+        if event.action == DELETED:
+            if known is None:
+                return []
+            del self.pdbs[event.key]
+            deleted = c.PodDisruptionBudgetDeleted(namespace=namespace, name=name)
+            return [Fact(deleted, fact_id("PodDisruptionBudgetDeleted", event.key, known))]
+        if known == event.resource_version:
+            return []
+        self.pdbs[event.key] = event.resource_version
+        obj = event.object
+        applied = c.PodDisruptionBudgetApplied(
+            namespace=namespace,
+            name=name,
+            selector=obj.get("selector") or {},
+            min_available=obj.get("minAvailable"),
+            max_unavailable=obj.get("maxUnavailable"),
+            resource_version=event.resource_version,
+        )
+        return [Fact(applied, fact_id("PodDisruptionBudgetApplied", event.key, event.resource_version))]
+
+    # --- from the log --------------------------------------------------------------------------
+
+    def remember(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """Rebuild what was reported from the watcher's own facts, (type, payload) in log order."""
+        for kind, data in events:
+            key = f"{data.get('namespace')}/{data.get('name')}"
+            if kind == "PodPending":
+                self.pods[key] = _Pod(data.get("uid") or key, pending=True)
+            elif kind == "PodBound":
+                self.pods.setdefault(key, _Pod(data.get("uid") or key)).node = data["node"]
+            elif kind == "PodDeleted":
+                self.pods.pop(key, None)
+            elif kind == "NodeRegistered":
+                self.nodes[data["node"]] = _Node(data["provider_id"], data.get("nodeclaim"))
+            elif kind == "NodeInitialized" and data["node"] in self.nodes:
+                self.nodes[data["node"]].initialized = True
+            elif kind == "NodeDeleted":
+                self.nodes.pop(data["node"], None)
+            elif kind == "NodePoolApplied":
+                spec = data["nodepool_object"]
+                self.pools[data["nodepool"]] = _Pool(data.get("resource_version") or 0, spec, _startup_taints(spec))
+            elif kind == "NodePoolRejected":
+                self.pools[data["nodepool"]] = _Pool(data.get("resource_version") or 0, None)
+            elif kind == "NodePoolDeleted":
+                self.pools.pop(data["nodepool"], None)
+            elif kind == "PodDisruptionBudgetApplied":
+                self.pdbs[key] = data.get("resource_version") or 0
+            elif kind == "PodDisruptionBudgetDeleted":
+                self.pdbs.pop(key, None)
+
+
+WATCHER_FACTS = (
+    "PodPending",
+    "PodBound",
+    "PodDeleted",
+    "NodeRegistered",
+    "NodeInitialized",
+    "NodeDeleted",
+    "NodePoolApplied",
+    "NodePoolRejected",
+    "NodePoolDeleted",
+    "PodDisruptionBudgetApplied",
+    "PodDisruptionBudgetDeleted",
+)
+
+
+def _startup_taints(spec: Mapping[str, Any]) -> frozenset[str]:
+    template = ((spec.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return frozenset(t.get("key", "") for t in template.get("startupTaints") or [])
+
+
+def _pending(namespace: str, name: str, uid: str, obj: Mapping[str, Any]) -> c.PodPending:
+    return c.PodPending(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        requests=obj.get("requests") or {},
+        node_selector=obj.get("nodeSelector") or {},
+        affinity=obj.get("affinity"),
+        topology_spread_constraints=obj.get("topologySpreadConstraints") or [],
+        tolerations=obj.get("tolerations") or [],
+        labels=obj.get("labels") or {},
+        annotations=obj.get("annotations") or {},
+        owner_kind=obj.get("ownerKind"),
+        owner_name=obj.get("ownerName"),
+        priority_class_name=obj.get("priorityClassName"),
+        priority=obj.get("priority") or 0,
+        termination_grace_period_seconds=obj.get("terminationGracePeriodSeconds"),
+        message=obj.get("unschedulable"),
+    )

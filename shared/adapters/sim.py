@@ -1,0 +1,135 @@
+"""The sim's side of the `Cluster` and `CloudProvider` ports, over NATS request/reply.
+
+The sim service answers on `sim.cluster.*` and `sim.cloud.*`, and announces each new resource
+version on `sim.watch`. `watch` asks for the changes after the version it has seen whenever an
+announcement comes, and at least every half second, so a lost announcement only delays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import nats
+import orjson
+from nats.aio.client import Client
+
+from shared.api.core import Taint, TaintEffect
+from shared.ports.cloud import (
+    CloudError,
+    InstanceNotFound,
+    InstanceView,
+    InsufficientCapacityError,
+    LaunchSpec,
+    NoCompatibleInstanceTypes,
+)
+from shared.ports.cluster import ClusterError, EvictionRefused, NotFound, Snapshot, WatchEvent
+
+SNAPSHOT = "sim.cluster.snapshot"
+CHANGES = "sim.cluster.changes"
+TAINT = "sim.cluster.taint"
+UNTAINT = "sim.cluster.untaint"
+EVICT = "sim.cluster.evict"
+DELETE_POD = "sim.cluster.delete-pod"
+DELETE_NODE = "sim.cluster.delete-node"
+INSTANCE_TYPES = "sim.cloud.instance-types"
+CREATE = "sim.cloud.create"
+DELETE = "sim.cloud.delete"
+LIST = "sim.cloud.list"
+WATCH = "sim.watch"
+
+ERRORS: dict[str, type[Exception]] = {
+    "EvictionRefused": EvictionRefused,
+    "NotFound": NotFound,
+    "ClusterError": ClusterError,
+    "InsufficientCapacity": InsufficientCapacityError,
+    "NoCompatibleOffering": NoCompatibleInstanceTypes,
+    "InstanceNotFound": InstanceNotFound,
+    "CloudError": CloudError,
+}
+POLL_SECONDS = 0.5
+
+
+class SimError(RuntimeError):
+    """The sim answered with an error this client does not know."""
+
+
+class SimClient:
+    """Both ports, for one NATS connection."""
+
+    def __init__(self, nc: Client, timeout: float = 5.0) -> None:
+        self.nc = nc
+        self.timeout = timeout
+
+    @classmethod
+    async def connect(cls, url: str) -> SimClient:
+        return cls(await nats.connect(url, name="sim-client"))
+
+    async def close(self) -> None:
+        await self.nc.drain()
+
+    async def call(self, subject: str, payload: dict[str, Any] | None = None) -> Any:
+        reply = await self.nc.request(subject, orjson.dumps(payload or {}), timeout=self.timeout)
+        body = orjson.loads(reply.data)
+        if isinstance(body, dict) and "error" in body:
+            error = body["error"]
+            raise ERRORS.get(error.get("type"), SimError)(error.get("message", "the sim refused"))
+        return body
+
+    # --- Cluster ---------------------------------------------------------------------------------
+
+    async def snapshot(self) -> Snapshot:
+        body = await self.call(SNAPSHOT)
+        return Snapshot(body["resourceVersion"], [WatchEvent.from_dict(o) for o in body["objects"]])
+
+    async def changes(self, after: int) -> list[WatchEvent]:
+        return [WatchEvent.from_dict(c) for c in await self.call(CHANGES, {"after": after})]
+
+    async def watch(self, after: int) -> AsyncIterator[WatchEvent]:
+        announced = asyncio.Event()
+
+        async def on_announce(_msg: Any) -> None:
+            announced.set()
+
+        subscription = await self.nc.subscribe(WATCH, cb=on_announce)
+        try:
+            while True:
+                announced.clear()
+                for change in await self.changes(after):
+                    after = change.resource_version
+                    yield change
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(announced.wait(), POLL_SECONDS)
+        finally:
+            await subscription.unsubscribe()
+
+    async def taint(self, node: str, taint: Taint) -> None:
+        await self.call(TAINT, {"node": node, "taint": taint.to_dict()})
+
+    async def untaint(self, node: str, key: str, effect: TaintEffect | None = None) -> None:
+        await self.call(UNTAINT, {"node": node, "key": key, "effect": effect.value if effect else None})
+
+    async def evict(self, pod: str) -> None:
+        await self.call(EVICT, {"pod": pod})
+
+    async def delete_pod(self, pod: str) -> None:
+        await self.call(DELETE_POD, {"pod": pod})
+
+    async def delete_node(self, node: str) -> None:
+        await self.call(DELETE_NODE, {"node": node})
+
+    # --- CloudProvider ---------------------------------------------------------------------------
+
+    async def instance_types(self) -> list[dict[str, Any]]:
+        return list(await self.call(INSTANCE_TYPES))
+
+    async def create(self, spec: LaunchSpec) -> InstanceView:
+        return dict(await self.call(CREATE, spec))
+
+    async def delete(self, provider_id: str) -> InstanceView:
+        return dict(await self.call(DELETE, {"providerID": provider_id}))
+
+    async def list(self) -> list[InstanceView]:
+        return list(await self.call(LIST))

@@ -1,0 +1,76 @@
+"""The `Cluster` port: what nodewright reads from and does to Kubernetes.
+
+Informer-shaped: `snapshot()` lists every object with the resource version it was last changed
+at, and `watch(after)` streams the changes after a resource version, in order. Objects travel
+as JSON-ready dicts (the sim's shapes, close to the API's), so the port works the same in one
+process and over NATS. Adapters: the sim (`shared.adapters.sim`); the Kubernetes API later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.api.core import Taint, TaintEffect
+
+POD, NODE, PDB, NODEPOOL = "Pod", "Node", "PodDisruptionBudget", "NodePool"
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    resource_version: int
+    kind: str  # Pod, Node, PodDisruptionBudget, NodePool
+    action: str  # ADDED, MODIFIED, DELETED
+    key: str  # namespace/name, or name for cluster-scoped objects
+    object: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "resourceVersion": self.resource_version,
+            "kind": self.kind,
+            "action": self.action,
+            "key": self.key,
+            "object": self.object,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> WatchEvent:
+        return cls(int(raw["resourceVersion"]), raw["kind"], raw["action"], raw["key"], raw["object"])
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Every object as of `resource_version`, each as an ADDED event at its own last version."""
+
+    resource_version: int
+    objects: list[WatchEvent]
+
+
+class ClusterError(Exception):
+    pass
+
+
+class NotFound(ClusterError):
+    pass
+
+
+class EvictionRefused(ClusterError):
+    """The API's 429: a PodDisruptionBudget allows no disruption now."""
+
+
+class Cluster(Protocol):
+    async def snapshot(self) -> Snapshot: ...
+
+    def watch(self, after: int) -> AsyncIterator[WatchEvent]: ...
+
+    async def taint(self, node: str, taint: Taint) -> None: ...
+
+    async def untaint(self, node: str, key: str, effect: TaintEffect | None = None) -> None: ...
+
+    async def evict(self, pod: str) -> None: ...
+
+    async def delete_pod(self, pod: str) -> None: ...
+
+    async def delete_node(self, node: str) -> None: ...

@@ -1,0 +1,155 @@
+"""The sim service and the watcher over a real NATS and PostgreSQL: a small scenario becomes the
+expected facts in the log, and a watcher killed mid-scenario and started again duplicates none."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from services.sim.scenario import parse_scenario
+from services.sim.service import SimService
+from services.watcher.service import WatcherService
+from shared.adapters.sim import SimClient
+from shared.clock import ManualClock
+from shared.ports.cloud import InsufficientCapacityError
+from shared.ports.cluster import EvictionRefused
+from shared.store.eventstore import EventStore
+from tests.conftest import nodepool_doc
+
+pytestmark = pytest.mark.timeout(90)
+START = datetime(2026, 11, 23, 9, tzinfo=UTC)
+POOL = nodepool_doc(**{"metadata.name": "general"})
+POOL["spec"]["template"]["spec"]["startupTaints"] = [{"key": "agent-not-ready", "effect": "NoExecute"}]
+SCENARIO = {
+    "apiVersion": "nodewright.dev/v1alpha1",
+    "kind": "Scenario",
+    "metadata": {"name": "small"},
+    "spec": {
+        "start": START.isoformat(),
+        "duration": "1h",
+        "cloud": {
+            "instanceTypes": 60,
+            "launchLatency": "30s",
+            "registrationLatency": "10s",
+            "insufficientCapacity": [{"capacityType": "spot", "from": "0s", "to": "1h"}],
+        },
+        "nodePools": [POOL],
+        "workloads": [{"name": "web", "replicas": 3, "requests": {"cpu": "1"}, "pdb": {"minAvailable": 3}}],
+        "timeline": [{"at": "5m", "scale": {"workload": "web", "replicas": 5}}],
+    },
+}
+LAUNCH = {
+    "nodeclaim": "general-a",
+    "nodepool": "general",
+    "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+    "requests": {"cpu": "6"},
+    "labels": {"karpenter.sh/nodepool": "general"},
+    "startupTaints": [{"key": "agent-not-ready", "effect": "NoExecute"}],
+}
+
+
+async def facts(store: EventStore) -> list[tuple[str, dict]]:
+    return [
+        fact
+        async for page in store.read_types(
+            [
+                "PodPending",
+                "PodBound",
+                "PodDeleted",
+                "NodeRegistered",
+                "NodeInitialized",
+                "NodeDeleted",
+                "NodePoolApplied",
+                "PodDisruptionBudgetApplied",
+            ]
+        )
+        for fact in page
+    ]
+
+
+async def eventually(check, timeout: float = 20.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+class Running:
+    """A service's run() as a task, stopped on exit."""
+
+    def __init__(self, service) -> None:
+        self.service, self.stopping = service, asyncio.Event()
+
+    async def __aenter__(self):
+        self.task = asyncio.create_task(self.service.run(self.stopping))
+        return self.service
+
+    async def __aexit__(self, *exc) -> None:
+        self.stopping.set()
+        await asyncio.wait_for(self.task, 15)
+
+
+def identities(log: list[tuple[str, dict]]) -> Counter:
+    keys = {"PodPending": "uid", "PodBound": "uid", "PodDeleted": "uid", "NodeRegistered": "provider_id"}
+    return Counter(
+        (kind, data.get(keys.get(kind, "")) or data.get("node") or data.get("resource_version")) for kind, data in log
+    )
+
+
+async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(store, nats_server_url, jetstream):
+    clock = ManualClock(START)
+    sim = SimService(parse_scenario(SCENARIO), clock, nats_server_url)
+    client = await SimClient.connect(nats_server_url)
+    try:
+        async with Running(sim):
+            watcher = WatcherService(store, client, clock, nats_server_url)
+            async with Running(watcher):
+                await eventually(lambda: _count(store, "PodPending", 3))
+                with pytest.raises(InsufficientCapacityError):
+                    await client.create({**LAUNCH, "requirements": []})  # spot is short all hour
+                instance = await client.create(LAUNCH)
+                assert instance["capacityType"] == "on-demand" and instance["nodeclaim"] == "general-a"
+                clock.advance(timedelta(seconds=45))
+                await eventually(lambda: _count(store, "PodBound", 3))
+                await eventually(lambda: _count(store, "NodeInitialized", 1))
+                with pytest.raises(EvictionRefused):  # minAvailable 3 of 3
+                    await client.evict(f"default/{next(iter(sim.world.cluster.pods)).split('/')[1]}")
+            # the watcher is down: the workload grows, a pod goes, the world moves on
+            clock.advance(timedelta(minutes=5))
+            await asyncio.sleep(0.3)
+            await client.delete_pod(next(k for k, p in sim.world.cluster.pods.items() if p.node_name))
+            clock.advance(timedelta(seconds=1))
+            await asyncio.sleep(0.3)
+            again = WatcherService(store, client, clock, nats_server_url)
+            async with Running(again):
+                await eventually(lambda: _count(store, "PodDeleted", 1))
+                await eventually(lambda: _ready(again))
+            log = await facts(store)
+    finally:
+        await client.close()
+    kinds = Counter(kind for kind, _ in log)
+    assert kinds["NodePoolApplied"] == 1 and kinds["PodDisruptionBudgetApplied"] == 1
+    assert kinds["NodeRegistered"] == kinds["NodeInitialized"] == kinds["PodDeleted"] == 1
+    bound = {data["uid"]: data["node"] for kind, data in log if kind == "PodBound"}
+    pending = {data["uid"] for kind, data in log if kind == "PodPending"}
+    for pod in sim.world.cluster.pods.values():  # the log tells the world as it is
+        assert (bound.get(pod.uid) == pod.node_name) if pod.node_name else (pod.uid in pending)
+    assert len(pending) == 3 and len(bound) == 6  # three pending at first; six pods ever bound, three while it was down
+    duplicated = {key: n for key, n in identities(log).items() if n > 1}
+    assert duplicated == {}
+    applied = next(data for kind, data in log if kind == "NodePoolApplied")
+    assert applied["drift_hash"] and (await store.counters())["general"].spec is not None
+
+
+async def _count(store: EventStore, kind: str, n: int) -> bool:
+    return sum(1 for k, _ in await facts(store) if k == kind) >= n
+
+
+async def _ready(service: WatcherService) -> bool:
+    return service.synced and not await service.shell.not_ready()

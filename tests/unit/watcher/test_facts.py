@@ -1,0 +1,114 @@
+"""The watcher's facts, from a sim world's watch stream and from lists after a restart."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from decimal import Decimal
+
+from services.sim.cloud import LaunchRequest
+from services.sim.scenario import parse_scenario
+from services.sim.world import World
+from services.watcher.facts import Facts
+from shared.api.core import Requirement, Taint
+from tests.conftest import nodepool_doc
+
+POOL = nodepool_doc(**{"metadata.name": "general"})
+POOL["spec"]["template"]["spec"]["startupTaints"] = [{"key": "agent-not-ready", "effect": "NoExecute"}]
+SCENARIO = {
+    "apiVersion": "nodewright.dev/v1alpha1",
+    "kind": "Scenario",
+    "metadata": {"name": "t"},
+    "spec": {
+        "start": "2026-11-23T09:00:00Z",
+        "duration": "1h",
+        "cloud": {"instanceTypes": 60},
+        "nodePools": [POOL],
+        "workloads": [{"name": "web", "replicas": 3, "requests": {"cpu": "1"}, "pdb": {"minAvailable": 2}}],
+    },
+}
+ON_DEMAND = Requirement(key="karpenter.sh/capacity-type", operator="In", values=["on-demand"])
+
+
+def launch(world: World, name: str) -> None:
+    labels = {"karpenter.sh/nodepool": "general"}
+    startup = [Taint(key="agent-not-ready", effect="NoExecute")]
+    world.launch(LaunchRequest(name, "general", [ON_DEMAND], {"cpu": Decimal(3)}, labels, [], startup))
+
+
+def types(facts) -> Counter[str]:
+    return Counter(f.event.TYPE for f in facts)
+
+
+def test_a_watch_reports_pools_pending_pods_nodes_and_bindings():
+    world = World(parse_scenario(SCENARIO))
+    facts = Facts()
+    world.advance(world.now)
+    seen = [f for e in world.cluster.changes_since(0) for f in facts.observe(e)]
+    assert types(seen) == {"NodePoolApplied": 1, "PodPending": 3, "PodDisruptionBudgetApplied": 1}
+    pending = next(f.event for f in seen if f.event.TYPE == "PodPending")
+    assert (
+        pending.requests == {"cpu": "1"} and pending.labels == {"app": "web"} and "0/0" not in (pending.message or "")
+    )
+    applied = next(f.event for f in seen if f.event.TYPE == "NodePoolApplied")
+    assert applied.drift_hash and applied.resource_version
+    rv = world.cluster.resource_version
+    launch(world, "general-a")
+    world.advance(world.now + timedelta(seconds=30))
+    registered = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
+    assert types(registered) == {"NodeRegistered": 1}  # not Ready, startup taint still on
+    rv = world.cluster.resource_version
+    world.advance(world.now + timedelta(seconds=20))
+    later = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
+    assert types(later) == {"NodeInitialized": 1, "PodBound": 3}
+    node = next(f.event for f in registered)
+    assert (node.nodeclaim, node.nodepool, node.provider_id.startswith("sim:///")) == ("general-a", "general", True)
+
+
+def test_a_restarted_watcher_lists_and_reports_only_what_changed_with_the_same_ids():
+    world = World(parse_scenario(SCENARIO))
+    first = Facts()
+    world.advance(world.now)
+    launch(world, "general-a")
+    world.advance(world.now + timedelta(minutes=1))
+    reported = [f for e in world.cluster.changes_since(0) for f in first.observe(e)]
+    # the watcher dies; meanwhile a pod, the node and the pool go away, and a PDB changes
+    world.cluster.delete_pod(next(iter(world.cluster.pods)))
+    world.terminate(next(iter(world.cloud.running())).provider_id)
+    world.cluster.delete_nodepool("general")
+    world.advance(world.now)  # the controller replaces the lost pods
+    restarted = Facts()
+    restarted.remember((f.event.TYPE, f.event.payload()) for f in reported)
+    again = restarted.resync(world.cluster.snapshot())
+    kinds = types(again)
+    assert kinds["PodDeleted"] == 3 and kinds["NodeDeleted"] == 1 and kinds["NodePoolDeleted"] == 1
+    assert kinds["PodPending"] == 3  # the controller's replacements, pending (no node left)
+    assert "PodBound" not in kinds and "NodePoolApplied" not in kinds and "NodeRegistered" not in kinds
+    ids = [f.event_id for f in reported + again]
+    assert len(ids) == len(set(ids))
+    assert restarted.resync(world.cluster.snapshot()) == []  # nothing new: nothing reported
+
+
+def test_a_watcher_that_reports_twice_uses_the_same_ids():
+    world = World(parse_scenario(SCENARIO))
+    world.advance(world.now)
+    once = [f.event_id for e in world.cluster.changes_since(0) for f in Facts().observe(e)]
+    twice = [f.event_id for e in world.cluster.changes_since(0) for f in Facts().observe(e)]
+    assert once == twice
+
+
+def test_an_invalid_nodepool_is_rejected_once_and_a_fix_applies_it():
+    world = World(parse_scenario(SCENARIO))
+    facts = Facts()
+    bad = nodepool_doc(**{"metadata.name": "broken"})
+    bad["spec"]["limits"] = {"cpu": "lots"}
+    world.cluster.apply_nodepool(bad)
+    rejected = [f for e in world.cluster.changes_since(0) for f in facts.observe(e)]
+    (fact,) = [f for f in rejected if f.event.TYPE == "NodePoolRejected"]
+    assert fact.event.errors[0]["path"] == "spec.limits[cpu]"
+    assert facts.resync(world.cluster.snapshot()) == []
+    good = nodepool_doc(**{"metadata.name": "broken"})
+    rv = world.cluster.resource_version
+    world.cluster.apply_nodepool(good)
+    fixed = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
+    assert types(fixed) == {"NodePoolApplied": 1}
