@@ -210,18 +210,31 @@ def _kv(values: dict[str, Any]) -> str:
 # --- relay ---------------------------------------------------------------------------------------------
 
 
-async def relay(database_url: str, nats_url: str, *, once: bool) -> int:
+async def relay(database_url: str, nats_url: str, *, once: bool, port: int | None = None) -> int:
+    """Publish the outbox: once, or until SIGTERM/SIGINT, serving health and metrics on `port`."""
+    import signal
+
     from shared.bus.relay import OutboxRelay, connect
+    from shared.bus.service import ServiceShell
 
     store = await open_store(database_url)
     nc, js = await connect(nats_url)
+    shell = None
     try:
         outbox = OutboxRelay(store, js)
         if once:
             await outbox.drain()
-        else:
-            await outbox.run(asyncio.Event())
+            return outbox.published
+        stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
+        if port is not None:
+            shell = ServiceShell("relay", nats_url, port=port, subjects=None)
+            await shell.start()
+        await outbox.run(stopping)
         return outbox.published
     finally:
+        if shell is not None:
+            await shell.stop()
         await nc.close()
         await store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from pathlib import Path
@@ -208,20 +209,57 @@ def replay(
 
 
 @app.command()
-def relay(once: Annotated[bool, typer.Option("--once", help="publish what is there, then stop")] = False) -> None:
+def relay(
+    once: Annotated[bool, typer.Option("--once", help="publish what is there, then stop")] = False,
+    port: Annotated[int | None, typer.Option("--port", help="serve /healthz, /readyz and /metrics here")] = None,
+) -> None:
     """Run the outbox relay: committed events onto the JetStream stream NODEWRIGHT."""
     from shared.config import settings
     from shared.runtime.servers import local_nats_url
 
     try:
         with local_nats_url(settings()) as nats_url:
-            count = _run_with_database(lambda url: eventlog.relay(url, nats_url, once=once))
+            count = _run_with_database(lambda url: eventlog.relay(url, nats_url, once=once, port=port))
     except typer.Exit:
         raise
     except (OSError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"published {count} events")
+
+
+@app.command("up")
+def up_command(
+    scenario: Annotated[
+        Path | None, typer.Option("--scenario", help="a Scenario file to play (default: empty)")
+    ] = None,
+    speed: Annotated[float, typer.Option("--speed", min=0.001, help="simulated seconds per wall second")] = 60.0,
+    run_for: Annotated[
+        float | None, typer.Option("--for", min=0.0, help="stop after this many wall seconds (default: Ctrl-C)")
+    ] = None,
+    live: Annotated[bool, typer.Option("--live/--no-live", help="the live view (off: one summary at the end)")] = True,
+    base_port: Annotated[
+        int | None, typer.Option("--base-port", help="health/metrics ports from here, one per process (default: free)")
+    ] = None,
+) -> None:
+    """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
+    the watcher and the relay as separate processes, and a live view. Ctrl-C stops everything."""
+    from services.cli import up
+    from shared.api.scenario import ScenarioError
+    from shared.config import settings
+
+    try:
+        up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
+    except ScenarioError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except up.ChildExited as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        typer.echo("stopped: every process and server is down")
+        return
+    typer.echo("stopped: every process and server is down")
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from shared.api.labels import (
     ZONE_LABEL,
 )
 from shared.api.quantity import format_quantity
+from shared.api.scenario import DEFAULT_INSTANCE_TYPES, DEFAULT_ZONES
 
 SIM_DOMAIN = "sim.nodewright.dev"
 FAMILY_LABEL = f"{SIM_DOMAIN}/instance-family"
@@ -33,8 +34,7 @@ MEMORY_LABEL = f"{SIM_DOMAIN}/instance-memory"
 GPU_COUNT_LABEL = f"{SIM_DOMAIN}/instance-gpu-count"
 GPU_RESOURCE = "nvidia.com/gpu"
 
-DEFAULT_ZONES = ("zone-a", "zone-b", "zone-c")
-DEFAULT_COUNT = 400
+DEFAULT_COUNT = DEFAULT_INSTANCE_TYPES
 ON_DEMAND, SPOT = "on-demand", "spot"
 
 _SIZES = {

@@ -20,11 +20,12 @@ from shared.api.core import Taint, TaintEffect, Toleration
 from shared.api.labels import HOSTNAME_LABEL
 from shared.api.pod import Affinity, LabelSelector, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable
 from shared.api.quantity import format_quantity
+from shared.api.scenario import STATEFULSET
 from shared.policy.requirements import selector_allows
 from shared.ports import cluster as ports
 from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
 
-DEPLOYMENT, STATEFULSET, DAEMONSET = "Deployment", "StatefulSet", "DaemonSet"
+DAEMONSET = "DaemonSet"
 _ZERO = Decimal(0)
 
 

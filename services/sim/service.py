@@ -14,11 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from services.sim.cloud import Instance, LaunchRequest
-from services.sim.scenario import Scenario
 from services.sim.world import World
 from shared.adapters import sim as wire
 from shared.api.core import Requirement, Taint, TaintEffect
 from shared.api.quantity import parse
+from shared.api.scenario import Scenario
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.ports.cloud import CloudError

@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from services.sim.catalog import generate_catalog
 from services.sim.cloud import CapacityWindow, Instance, InstanceNotFound, LaunchRequest, SimCloud
@@ -27,9 +28,10 @@ from services.sim.cluster import (
     SimCluster,
     Workload,
 )
-from services.sim.scenario import Scenario, requests_of
 from shared.api.labels import HOSTNAME_LABEL
 from shared.api.pod import LabelSelector
+from shared.api.quantity import Quantity
+from shared.api.scenario import Scenario, WorkloadSpec
 
 SPOT_NOTICE = timedelta(minutes=2)
 NAMESPACE = "default"
@@ -63,11 +65,11 @@ class World:
             self.cluster.apply_nodepool(pool.to_dict())
         for ds in spec.daemon_sets:
             template = PodTemplate(
-                labels={"app": ds.name}, requests=requests_of(ds.requests), tolerations=list(ds.tolerations)
+                labels={"app": ds.name}, requests=_requests(ds.requests), tolerations=list(ds.tolerations)
             )
             self.cluster.apply_daemonset(DaemonSet(NAMESPACE, ds.name, template))
         for w in spec.workloads:
-            self.cluster.apply_workload(Workload(NAMESPACE, w.name, w.kind, w.replicas, w.template()))
+            self.cluster.apply_workload(Workload(NAMESPACE, w.name, w.kind, w.replicas, template_of(w)))
             if w.pdb is not None:
                 selector = LabelSelector(match_labels={"app": w.name})
                 pdb = PodDisruptionBudget(NAMESPACE, w.name, selector, w.pdb.min_available, w.pdb.max_unavailable)
@@ -159,3 +161,23 @@ class World:
     def _reclaim(self, instance: Instance) -> None:
         with contextlib.suppress(InstanceNotFound):  # nodewright may have terminated it during the notice
             self.terminate(instance.provider_id)
+
+
+def template_of(workload: WorkloadSpec) -> PodTemplate:
+    """What a scenario's workload stamps on each of its pods."""
+    return PodTemplate(
+        labels=workload.pod_labels(),
+        requests=_requests(workload.requests),
+        node_selector=dict(workload.node_selector),
+        affinity=workload.affinity,
+        spread=list(workload.topology_spread_constraints),
+        tolerations=list(workload.tolerations),
+        annotations=dict(workload.annotations),
+        priority_class=workload.priority_class_name,
+        priority=workload.priority,
+        grace_seconds=workload.termination_grace_period_seconds,
+    )
+
+
+def _requests(raw: Mapping[str, Quantity]) -> dict[str, Decimal]:
+    return {name: q.value for name, q in raw.items()}

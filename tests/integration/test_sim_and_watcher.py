@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.sim.scenario import parse_scenario
 from services.sim.service import SimService
 from services.watcher.service import WatcherService
 from shared.adapters.sim import SimClient
+from shared.api.scenario import parse_scenario
 from shared.clock import ManualClock
 from shared.ports.cloud import InsufficientCapacityError
 from shared.ports.cluster import EvictionRefused

@@ -10,8 +10,6 @@ import pytest
 
 from services.sim.cloud import InsufficientCapacity, LaunchRequest
 from services.sim.cluster import (
-    DEPLOYMENT,
-    STATEFULSET,
     EvictionRefused,
     Node,
     Pod,
@@ -20,12 +18,12 @@ from services.sim.cluster import (
     SimCluster,
     Workload,
 )
-from services.sim.scenario import parse_scenario
 from services.sim.world import World
 from shared.api.core import Requirement, Taint, Toleration
 from shared.api.labels import HOSTNAME_LABEL, ZONE_LABEL
 from shared.api.pod import Affinity, LabelSelector
 from shared.api.quantity import parse
+from shared.api.scenario import DEPLOYMENT, STATEFULSET, parse_scenario
 
 T0 = datetime(2026, 11, 23, 9, tzinfo=UTC)
 ON_DEMAND_ONLY = Requirement(key="karpenter.sh/capacity-type", operator="In", values=["on-demand"])

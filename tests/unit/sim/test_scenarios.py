@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.sim.scenario import ScenarioError, load_scenario, parse_scenario, validate_scenario
 from services.sim.world import World
+from shared.api.scenario import ScenarioError, load_scenario, parse_scenario, validate_scenario
 from tests.conftest import ROOT, nodepool_doc
 
 EXAMPLES = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))

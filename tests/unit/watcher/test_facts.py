@@ -7,10 +7,10 @@ from datetime import timedelta
 from decimal import Decimal
 
 from services.sim.cloud import LaunchRequest
-from services.sim.scenario import parse_scenario
 from services.sim.world import World
 from services.watcher.facts import Facts
 from shared.api.core import Requirement, Taint
+from shared.api.scenario import parse_scenario
 from tests.conftest import nodepool_doc
 
 POOL = nodepool_doc(**{"metadata.name": "general"})

@@ -1,5 +1,6 @@
 """Scenario files (`apiVersion: nodewright.dev/v1alpha1`, `kind: Scenario`): the world the sim
-plays, and what happens in it over time.
+plays, and what happens in it over time. An API document like the NodePool, so the CLI can check
+one before any process starts.
 
 Validated like NodePools: every error names its field path (`spec.workloads[2].pdb`) and the
 rule; NodePools inside a scenario (`spec.nodePools`, `spec.nodePoolFiles`, `applyNodePool`) get
@@ -11,15 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, PlainValidator, StrictInt, ValidationError, field_validator, model_validator
 
-from services.sim.catalog import DEFAULT_COUNT, DEFAULT_ZONES, SPOT
-from services.sim.cluster import DEPLOYMENT, PodTemplate
 from shared.api.base import APIModel
 from shared.api.core import Toleration
 from shared.api.documents import DocumentError, nodepool_documents
@@ -31,6 +29,11 @@ from shared.api.validation import FieldError, schema_errors, validate_nodepool
 
 API_VERSION = "nodewright.dev/v1alpha1"
 APP_LABEL = "app"
+"""Every pod of a workload carries `app: <workload name>`."""
+DEFAULT_INSTANCE_TYPES = 400
+DEFAULT_ZONES = ("zone-a", "zone-b", "zone-c")
+DEPLOYMENT, STATEFULSET = "Deployment", "StatefulSet"
+SPOT = "spot"
 
 
 def _duration(value: Any) -> Any:
@@ -71,7 +74,7 @@ class Interruption(APIModel):
 
 
 class CloudSpec(APIModel):
-    instance_types: Annotated[StrictInt, Field(ge=1, le=5000)] = DEFAULT_COUNT
+    instance_types: Annotated[StrictInt, Field(ge=1, le=5000)] = DEFAULT_INSTANCE_TYPES
     zones: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = Field(
         default_factory=lambda: list(DEFAULT_ZONES)
     )
@@ -116,19 +119,8 @@ class WorkloadSpec(APIModel):
     termination_grace_period_seconds: Annotated[StrictInt, Field(ge=0)] = 30
     pdb: PDBSpec | None = None
 
-    def template(self) -> PodTemplate:
-        return PodTemplate(
-            labels={**self.labels, APP_LABEL: self.name},
-            requests=requests_of(self.requests),
-            node_selector=dict(self.node_selector),
-            affinity=self.affinity,
-            spread=list(self.topology_spread_constraints),
-            tolerations=list(self.tolerations),
-            annotations=dict(self.annotations),
-            priority_class=self.priority_class_name,
-            priority=self.priority,
-            grace_seconds=self.termination_grace_period_seconds,
-        )
+    def pod_labels(self) -> dict[str, str]:
+        return {**self.labels, APP_LABEL: self.name}
 
 
 class Scale(APIModel):
@@ -314,7 +306,3 @@ def _nodepool(raw: Any, path: str, errors: list[FieldError]) -> list[NodePool]:
     result = validate_nodepool(raw)
     errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in result.errors)
     return [result.nodepool] if result.nodepool is not None else []
-
-
-def requests_of(raw: dict[str, Quantity]) -> dict[str, Decimal]:
-    return {k: q.value for k, q in raw.items()}

@@ -1,0 +1,242 @@
+"""`nodewright up`: the whole system on one machine, each service its own OS process.
+
+Servers come from `NODEWRIGHT_DATABASE_URL` / `NODEWRIGHT_NATS_URL`, else embedded ones under
+`.nodewright/` (kept between runs). The log is migrated, then the sim, the watcher and the outbox
+relay start with the same accelerated clock (the scenario's start, `--speed` times faster) and
+their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
+events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import yaml
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from services.cli.eventlog import migrate
+from shared.clock import AcceleratedClock
+from shared.config import Settings
+from shared.runtime import loop
+from shared.runtime.servers import free_tcp_port, local_database_url, local_nats_url
+
+STOP_SECONDS = 15.0
+REFRESH_SECONDS = 0.5
+
+
+@dataclass
+class Child:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+class ChildExited(RuntimeError):
+    pass
+
+
+def up(
+    config: Settings,
+    scenario: Path | None,
+    speed: float,
+    *,
+    run_for: float | None = None,
+    live: bool = True,
+    base_port: int | None = None,
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Run until Ctrl-C or `run_for` wall seconds; the last view of the system."""
+    console = console or Console()
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    scenario = scenario or _empty_scenario(config.data_dir)
+    start = _scenario_start(scenario)
+    with local_database_url(config) as database_url, local_nats_url(config) as nats_url:
+        console.print(loop.run(migrate(database_url)))
+        clock = AcceleratedClock(start, speed)
+        env = {
+            **os.environ,
+            "NODEWRIGHT_DATABASE_URL": database_url,
+            "NODEWRIGHT_NATS_URL": nats_url,
+            **clock.environment(),
+        }
+        with _children(config.data_dir, scenario, env, base_port) as children:
+            for child in children:
+                console.print(f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}")
+            return loop.run(_watch(database_url, children, clock, run_for, live, console))
+
+
+@contextlib.contextmanager
+def _children(data_dir: Path, scenario: Path, env: dict[str, str], base_port: int | None) -> Iterator[list[Child]]:
+    commands = {
+        "sim": ["-m", "services.sim", "--scenario", str(scenario)],
+        "watcher": ["-m", "services.watcher"],
+        "relay": ["-m", "services.cli.main", "relay"],
+    }
+    logs = data_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    children: list[Child] = []
+    try:
+        for index, (name, args) in enumerate(commands.items()):
+            port = base_port + index if base_port is not None else free_tcp_port()
+            log = logs / f"{name}.log"
+            with log.open("ab") as out:
+                process = subprocess.Popen(
+                    [sys.executable, *args, "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
+                )
+            children.append(Child(name, port, process, log))
+        yield children
+    finally:
+        _stop(children)
+
+
+def _stop(children: list[Child]) -> None:
+    """SIGTERM to all, then wait; whatever is still running after STOP_SECONDS is killed."""
+    for child in children:
+        if child.process.poll() is None:
+            child.process.terminate()
+    deadline = time.monotonic() + STOP_SECONDS
+    for child in children:
+        try:
+            child.process.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+
+
+async def _watch(
+    database_url: str,
+    children: list[Child],
+    clock: AcceleratedClock,
+    run_for: float | None,
+    live: bool,
+    console: Console,
+) -> dict[str, Any]:
+    """Refresh the view until Ctrl-C, `run_for`, or a child that dies (its log's tail is shown)."""
+    from sqlalchemy.engine import make_url
+
+    params = make_url(database_url)
+    conn = await asyncpg.connect(
+        user=params.username,
+        host=params.query.get("host") or params.host,
+        port=params.query.get("port") or params.port,
+        database=params.database,
+    )
+    deadline = None if run_for is None else time.monotonic() + run_for
+    view: dict[str, Any] = {}
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as http:
+            with (
+                Live(console=console, auto_refresh=False, transient=False)
+                if live
+                else contextlib.nullcontext() as screen
+            ):
+                while deadline is None or time.monotonic() < deadline:
+                    view = await _view(conn, http, children, clock)
+                    if screen is not None:
+                        screen.update(_render(view), refresh=True)
+                    dead = [c for c in children if c.process.poll() is not None]
+                    if dead:
+                        tail = dead[0].log.read_text(errors="replace")[-2000:]
+                        raise ChildExited(f"{dead[0].name} exited with {dead[0].process.returncode}:\n{tail}")
+                    await asyncio.sleep(REFRESH_SECONDS)
+    finally:
+        await conn.close()
+    if not live:
+        console.print(_render(view))
+    return view
+
+
+async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children: list[Child], clock: Any) -> dict:
+    pools = await conn.fetch(
+        "SELECT nodepool, nodes, in_flight, resources::text, (spec -> 'spec' -> 'limits')::text AS limits"
+        " FROM nodepool_counters ORDER BY nodepool"
+    )
+    counts = await conn.fetchrow(
+        "SELECT count(*) FILTER (WHERE type = 'NodeRegistered') - count(*) FILTER (WHERE type = 'NodeDeleted'),"
+        " count(*) FROM events"
+    )
+    pending = await conn.fetchval(
+        "SELECT count(*) FROM (SELECT DISTINCT ON (stream_id) type FROM events WHERE stream_id LIKE 'pod-%'"
+        " ORDER BY stream_id, version DESC) latest WHERE type = 'PodPending'"
+    )
+    recent = await conn.fetch("SELECT position, type, stream_id FROM events ORDER BY position DESC LIMIT 8")
+    processes = []
+    for child in children:
+        try:
+            async with http.get(f"http://127.0.0.1:{child.port}/readyz") as response:
+                ready = "ready" if response.status == 200 else "not ready"
+        except (aiohttp.ClientError, TimeoutError):
+            ready = "starting"
+        processes.append({"name": child.name, "pid": child.process.pid, "port": child.port, "status": ready})
+    return {
+        "now": clock.now().isoformat(timespec="seconds"),
+        "events": counts[1],
+        "nodes": counts[0],
+        "pending_pods": pending,
+        "nodepools": [
+            {
+                "name": p["nodepool"],
+                "nodes": p["nodes"],
+                "in_flight": p["in_flight"],
+                "resources": p["resources"],
+                "limits": p["limits"] or "{}",
+            }
+            for p in pools
+        ],
+        "recent": [{"position": r["position"], "type": r["type"], "stream": r["stream_id"]} for r in recent],
+        "processes": processes,
+    }
+
+
+def _render(view: dict[str, Any]) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_row(
+        f"[bold]simulated time[/] {view.get('now', '-')}",
+        f"nodes {view.get('nodes', 0)}",
+        f"pending pods {view.get('pending_pods', 0)}",
+        f"events {view.get('events', 0)}",
+    )
+    processes = Table("process", "pid", "port", "status", title="processes")
+    for p in view.get("processes", []):
+        processes.add_row(p["name"], str(p["pid"]), str(p["port"]), p["status"])
+    pools = Table("nodepool", "nodes", "in flight", "resources", "limits", title="nodepools")
+    for p in view.get("nodepools", []):
+        pools.add_row(p["name"], str(p["nodes"]), str(p["in_flight"]), p["resources"], p["limits"])
+    recent = Table("position", "event", "stream", title="recent events")
+    for r in view.get("recent", []):
+        recent.add_row(str(r["position"]), r["type"], r["stream"])
+    return Group(head, processes, pools, recent)
+
+
+def _empty_scenario(data_dir: Path) -> Path:
+    """No --scenario: an empty world starting now (pools and pods come from a later scenario)."""
+    path = data_dir / "empty-scenario.yaml"
+    document = {
+        "apiVersion": "nodewright.dev/v1alpha1",
+        "kind": "Scenario",
+        "metadata": {"name": "empty"},
+        "spec": {"start": datetime.now(UTC).replace(microsecond=0).isoformat(), "duration": "24h"},
+    }
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+def _scenario_start(path: Path) -> datetime:
+    from shared.api.scenario import load_scenario
+
+    return load_scenario(path).start

@@ -1,0 +1,39 @@
+"""`python -m services.sim --scenario FILE --port N`: the sim service, as `nodewright up` starts it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.sim.service import SimService
+from shared.api.scenario import ScenarioError, load_scenario
+from shared.config import settings
+from shared.runtime.process import serve
+
+
+def main(
+    scenario: Annotated[Path, typer.Option("--scenario", help="the Scenario file to play")],
+    port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0,
+) -> None:
+    config = settings()
+    if not config.nats_url:
+        typer.echo("error: NODEWRIGHT_NATS_URL is not set", err=True)
+        raise typer.Exit(2)
+    try:
+        world = load_scenario(scenario)
+    except ScenarioError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    service = SimService(world, config.clock(), config.nats_url, port=port)
+
+    async def run(stopping: asyncio.Event) -> None:
+        await service.run(stopping)
+
+    serve(run)
+
+
+if __name__ == "__main__":
+    typer.run(main)

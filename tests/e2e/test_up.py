@@ -1,0 +1,134 @@
+"""`nodewright up` as a user runs it: every process starts, the scenario's facts reach the log
+and the bus, and a stop (the end of --for, or Ctrl-C) leaves no process or server behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nats
+import pytest
+from sqlalchemy.engine import make_url
+
+from shared.bus.streams import STREAM
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.timeout(180)
+NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
+BURST = str(ROOT / "examples/scenarios/burst-node-limit.yaml")
+
+
+def environment(tmp_path: Path, database_url: str | None, nats_url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
+    env["NODEWRIGHT_DATA_DIR"] = str(tmp_path / "data")
+    if database_url:
+        env["NODEWRIGHT_DATABASE_URL"] = database_url
+    if nats_url:
+        env["NODEWRIGHT_NATS_URL"] = nats_url
+    return env
+
+
+def pids(output: str) -> dict[str, int]:
+    return {name: int(pid) for name, pid in re.findall(r"started (\w+) \(pid (\d+)\)", output)}
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+async def log_facts(database_url: str) -> dict[str, int]:
+    import asyncpg
+
+    u = make_url(database_url)
+    conn = await asyncpg.connect(user=u.username, host=u.query.get("host") or u.host, port=u.port, database=u.database)
+    try:
+        rows = await conn.fetch("SELECT type, count(*) FROM events GROUP BY type")
+    finally:
+        await conn.close()
+    return {r[0]: r[1] for r in rows}
+
+
+async def published(nats_url: str) -> int:
+    nc = await nats.connect(nats_url)
+    try:
+        return (await nc.jetstream().stream_info(STREAM)).state.messages
+    finally:
+        await nc.close()
+
+
+def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_url, nats_server_url):
+    env = environment(tmp_path, fresh_database_url, nats_server_url)
+    done = subprocess.run(
+        [NODEWRIGHT, "up", "--scenario", BURST, "--speed", "60", "--for", "6", "--no-live"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped: every process and server is down" in done.stdout
+    started = pids(done.stdout)
+    assert set(started) == {"sim", "watcher", "relay"}
+    assert all(gone(pid) for pid in started.values())
+    facts = asyncio.run(log_facts(fresh_database_url))
+    assert facts["NodePoolApplied"] == 1 and facts["PodPending"] == 60  # the burst at 1m (simulated)
+    assert asyncio.run(published(nats_server_url)) >= sum(facts.values())  # the relay put them on the bus
+    for name in ("sim", "watcher", "relay"):
+        assert (tmp_path / "data" / "logs" / f"{name}.log").exists()
+
+
+def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothing_left(tmp_path):
+    env = environment(tmp_path, None, None)  # embedded PostgreSQL and NATS under the data dir
+    command = [NODEWRIGHT, "up", "--scenario", BURST, "--speed", "60", "--no-live"]
+    first = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+    )
+    lines = []
+    deadline = time.monotonic() + 90
+    while not any("started relay" in line for line in lines):
+        assert time.monotonic() < deadline and first.poll() is None, "".join(lines)
+        lines.append(first.stdout.readline())
+    time.sleep(3)
+    first.send_signal(signal.SIGINT)
+    rest, _ = first.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert first.returncode == 0, output
+    assert "stopped: every process and server is down" in output
+    assert all(gone(pid) for pid in pids(output).values())
+    again = subprocess.run(
+        [NODEWRIGHT, "up", "--scenario", BURST, "--for", "3", "--no-live"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "database already at revision" in again.stdout
+
+
+def test_a_bad_scenario_starts_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(BURST).read_text().replace("replicas: 60", "replicas: -1"))
+    done = subprocess.run(
+        [NODEWRIGHT, "up", "--scenario", str(bad), "--for", "1", "--no-live"],
+        capture_output=True,
+        text=True,
+        env=environment(tmp_path, None, None),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "spec.timeline[0].scale.replicas" in done.stderr and "started" not in done.stdout
+    assert not (tmp_path / "data" / "postgres").exists()
