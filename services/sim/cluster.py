@@ -347,6 +347,21 @@ class SimCluster:
         self.nodepools[name] = document
         self.record(NODEPOOL, action, name, document)
 
+    def set_nodepool_condition(self, name: str, condition: dict[str, Any]) -> None:
+        """Write one status condition (replacing the one of the same type), as a controller does."""
+        document = self.nodepools.get(name)
+        if document is None:
+            raise NotFound(f"nodepool {name} not found")
+        status = document.setdefault("status", {})
+        kept = [c for c in status.get("conditions") or [] if c.get("type") != condition.get("type")]
+        old = next((c for c in status.get("conditions") or [] if c.get("type") == condition.get("type")), None)
+        if old is not None and {k: v for k, v in old.items() if k != "lastTransitionTime"} == {
+            k: v for k, v in condition.items() if k != "lastTransitionTime"
+        }:
+            return
+        status["conditions"] = [*kept, dict(condition)]
+        self.record(NODEPOOL, MODIFIED, name, document)
+
     def delete_nodepool(self, name: str) -> None:
         document = self.nodepools.pop(name, None)
         if document is None:

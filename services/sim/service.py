@@ -43,6 +43,9 @@ class SimService:
             wire.EVICT: lambda body: _nothing(self.world.cluster.evict(body["pod"])),
             wire.DELETE_POD: lambda body: _nothing(self.world.cluster.delete_pod(body["pod"])),
             wire.DELETE_NODE: lambda body: _nothing(self.world.cluster.delete_node(body["node"])),
+            wire.NODEPOOL_CONDITION: lambda body: self.world.cluster.set_nodepool_condition(
+                body["nodepool"], body["condition"]
+            ),
             wire.INSTANCE_TYPES: lambda body: [_instance_type(t) for t in self.world.cloud.instance_types()],
             wire.CREATE: lambda body: _instance(self.world.launch(_launch_request(body))),
             wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),

@@ -53,7 +53,8 @@ class _Node:
 @dataclass(slots=True)
 class _Pool:
     version: int  # the resource version it was applied (or rejected) at
-    spec: dict[str, Any] | None  # None when rejected
+    desired: dict[str, Any] | None  # the object without its status (None: not known after a restart)
+    valid: bool
     startup_taints: frozenset[str] = frozenset()
 
 
@@ -163,23 +164,24 @@ class Facts:
             if known is None:
                 return []
             del self.pools[event.key]
-            if known.spec is None:
-                return []  # never applied: nothing to take back
+            if not known.valid:
+                return []  # never in force: nothing to take back
             deleted = c.NodePoolDeleted(nodepool=event.key)
             return [Fact(deleted, fact_id("NodePoolDeleted", event.key, known.version))]
+        desired = _desired(event.object)
+        if known is not None and known.desired == desired:
+            return []  # a status update (such as our own condition), not a new spec
         result = validate_nodepool(event.object)
         if result.nodepool is None or result.name != event.key:
             errors = [{"path": e.path, "message": e.message} for e in result.errors] or [
                 {"path": "metadata.name", "message": f"the object is named {result.name!r}, not {event.key!r}"}
             ]
-            if known is not None and known.spec is None and known.version == event.resource_version:
-                return []
-            self.pools[event.key] = _Pool(event.resource_version, None)
-            rejected = c.NodePoolRejected(nodepool=event.key, errors=errors, resource_version=event.resource_version)
+            self.pools[event.key] = _Pool(event.resource_version, desired, False)
+            rejected = c.NodePoolRejected(
+                nodepool=event.key, errors=errors, nodepool_object=event.object, resource_version=event.resource_version
+            )
             return [Fact(rejected, fact_id("NodePoolRejected", event.key, event.resource_version))]
-        if known is not None and known.spec == event.object:
-            return []
-        self.pools[event.key] = _Pool(event.resource_version, event.object, _startup_taints(event.object))
+        self.pools[event.key] = _Pool(event.resource_version, desired, True, _startup_taints(event.object))
         applied = c.NodePoolApplied(
             nodepool=event.key,
             nodepool_object=event.object,
@@ -229,11 +231,12 @@ class Facts:
                 self.nodes[data["node"]].initialized = True
             elif kind == "NodeDeleted":
                 self.nodes.pop(data["node"], None)
-            elif kind == "NodePoolApplied":
-                spec = data["nodepool_object"]
-                self.pools[data["nodepool"]] = _Pool(data.get("resource_version") or 0, spec, _startup_taints(spec))
-            elif kind == "NodePoolRejected":
-                self.pools[data["nodepool"]] = _Pool(data.get("resource_version") or 0, None)
+            elif kind in ("NodePoolApplied", "NodePoolRejected"):
+                document = data.get("nodepool_object")
+                desired = _desired(document) if document is not None else None
+                valid = kind == "NodePoolApplied"
+                startup = _startup_taints(document) if valid and document else frozenset()
+                self.pools[data["nodepool"]] = _Pool(data.get("resource_version") or 0, desired, valid, startup)
             elif kind == "NodePoolDeleted":
                 self.pools.pop(data["nodepool"], None)
             elif kind == "PodDisruptionBudgetApplied":
@@ -255,6 +258,11 @@ WATCHER_FACTS = (
     "PodDisruptionBudgetApplied",
     "PodDisruptionBudgetDeleted",
 )
+
+
+def _desired(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A NodePool without its status: what the user asked for."""
+    return {k: v for k, v in document.items() if k != "status"}
 
 
 def _startup_taints(spec: Mapping[str, Any]) -> frozenset[str]:

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 
 from prometheus_client import Counter
 
@@ -20,7 +21,7 @@ from services.watcher.facts import WATCHER_FACTS, Fact, Facts
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.events.envelope import NewEvent
-from shared.ports.cluster import Cluster, WatchEvent
+from shared.ports.cluster import Cluster, NotFound, WatchEvent
 from shared.store.eventstore import EventStore, unit
 
 PRODUCER = "watcher"
@@ -112,3 +113,20 @@ class WatcherService:
             self.appended += len(result)
             for event in events:
                 self.reported.labels(event.type).inc()
+        for fact in facts:
+            if fact.event.TYPE in ("NodePoolApplied", "NodePoolRejected"):
+                await self._condition(fact, now)
+
+    async def _condition(self, fact: Fact, now: datetime) -> None:
+        """The pool's ValidationSucceeded condition, written back as Karpenter's controller does."""
+        event = fact.event
+        errors = getattr(event, "errors", None)
+        condition = {
+            "type": "ValidationSucceeded",
+            "status": "False" if errors else "True",
+            "reason": "ValidationFailed" if errors else "ValidationSucceeded",
+            "message": "; ".join(f"{e['path']}: {e['message']}" for e in errors or [])[:32768],
+            "lastTransitionTime": now.isoformat(),
+        }
+        with contextlib.suppress(NotFound):  # deleted meanwhile: its deletion is the next fact
+            await self.cluster.set_nodepool_condition(event.nodepool, condition)

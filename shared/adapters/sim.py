@@ -34,6 +34,7 @@ UNTAINT = "sim.cluster.untaint"
 EVICT = "sim.cluster.evict"
 DELETE_POD = "sim.cluster.delete-pod"
 DELETE_NODE = "sim.cluster.delete-node"
+NODEPOOL_CONDITION = "sim.cluster.nodepool-condition"
 INSTANCE_TYPES = "sim.cloud.instance-types"
 CREATE = "sim.cloud.create"
 DELETE = "sim.cloud.delete"
@@ -119,6 +120,9 @@ class SimClient:
 
     async def delete_node(self, node: str) -> None:
         await self.call(DELETE_NODE, {"node": node})
+
+    async def set_nodepool_condition(self, nodepool: str, condition: dict[str, Any]) -> None:
+        await self.call(NODEPOOL_CONDITION, {"nodepool": nodepool, "condition": condition})
 
     # --- CloudProvider ---------------------------------------------------------------------------
 

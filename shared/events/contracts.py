@@ -112,6 +112,7 @@ class NodePoolRejected(NodePoolEvent):
 
     TYPE: ClassVar[str] = "NodePoolRejected"
     errors: list[dict[str, str]] = Field(description="[{path, message}] as `nodewright validate` reports them")
+    nodepool_object: dict[str, Any] | None = Field(default=None, description="the object that was refused")
     resource_version: int | None = None
 
 

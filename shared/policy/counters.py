@@ -594,6 +594,7 @@ def _no_change(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) ->
 _EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] = {
     "NodePoolApplied": _applied,
     "NodePoolDeleted": _deleted,
+    "NodePoolRejected": _deleted,  # ValidationSucceeded false: like upstream, nothing launches or disrupts there
     "NodeClaimCreated": _created,
     "NodeClaimLaunched": _launched,
     "NodeClaimLaunchFailed": _ended,

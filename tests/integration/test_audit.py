@@ -181,7 +181,7 @@ async def messy_log(store: EventStore) -> None:
     for i in range(3):
         pod = PodPending(namespace="default", name=f"p{i}", requests={"cpu": "1"})
         await store.append(pod.stream_id, None, [new(pod, T0)])
-    rejected = NodePoolRejected(nodepool="web", errors=[{"path": "spec", "message": "bad"}])
+    rejected = NodePoolRejected(nodepool="typo", errors=[{"path": "spec", "message": "bad"}])
     await store.append(rejected.stream_id, None, [new(rejected, T0)])
     await plant(store, created("ghost-0", "ghost"), T0)
     await plant(store, initialized("ghost-0", "ghost"), T0 + timedelta(days=3))

@@ -4,6 +4,7 @@ expected facts in the log, and a watcher killed mid-scenario and started again d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -81,16 +82,23 @@ async def eventually(check, timeout: float = 20.0):
 
 
 class Running:
-    """A service's run() as a task, stopped on exit."""
+    """A service's run() as a task, stopped on exit; `killed` cancels it mid-work instead (what
+    a SIGKILL leaves: nothing after the cancellation point runs, no clean shutdown)."""
 
-    def __init__(self, service) -> None:
-        self.service, self.stopping = service, asyncio.Event()
+    def __init__(self, service, killed: bool = False) -> None:
+        self.service, self.stopping, self.killed = service, asyncio.Event(), killed
 
     async def __aenter__(self):
         self.task = asyncio.create_task(self.service.run(self.stopping))
         return self.service
 
     async def __aexit__(self, *exc) -> None:
+        if self.killed:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            await self.service.shell.stop()  # frees the port; a dead process would free it too
+            return
         self.stopping.set()
         await asyncio.wait_for(self.task, 15)
 
@@ -109,7 +117,7 @@ async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(
     try:
         async with Running(sim):
             watcher = WatcherService(store, client, clock, nats_server_url)
-            async with Running(watcher):
+            async with Running(watcher, killed=True):
                 await eventually(lambda: _count(store, "PodPending", 3))
                 with pytest.raises(InsufficientCapacityError):
                     await client.create({**LAUNCH, "requirements": []})  # spot is short all hour
@@ -145,6 +153,8 @@ async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(
     assert duplicated == {}
     applied = next(data for kind, data in log if kind == "NodePoolApplied")
     assert applied["drift_hash"] and (await store.counters())["general"].spec is not None
+    (condition,) = sim.world.cluster.nodepools["general"]["status"]["conditions"]
+    assert (condition["type"], condition["status"]) == ("ValidationSucceeded", "True")
 
 
 async def _count(store: EventStore, kind: str, n: int) -> bool:

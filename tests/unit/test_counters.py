@@ -265,3 +265,13 @@ def test_strict_application_never_passes_a_limit(limit_nodes, limit_cpu, ops):
         assert pool.nodes == len(live)
         assert pool.in_flight == sum(c.phase == "in_flight" for c in live)
         assert pool.resources.get("cpu", Decimal(0)) == sum((c.resources["cpu"] for c in live), Decimal(0))
+
+
+def test_a_rejected_update_takes_the_pool_out_until_a_valid_spec_is_applied_again():
+    from shared.events.contracts import NodePoolRejected
+
+    rejected = NodePoolRejected(nodepool="p", errors=[{"path": "spec.limits[cpu]", "message": "bad"}])
+    events = [applied("p"), created("a", "p"), rejected, created("b", "p"), applied("p"), created("c", "p")]
+    out = replay(entries(events))
+    assert [(v.position, v.rule) for v in out.violations] == [(4, "nodepool")]
+    assert "is not applied" in out.violations[0].detail

@@ -107,8 +107,20 @@ def test_an_invalid_nodepool_is_rejected_once_and_a_fix_applies_it():
     (fact,) = [f for f in rejected if f.event.TYPE == "NodePoolRejected"]
     assert fact.event.errors[0]["path"] == "spec.limits[cpu]"
     assert facts.resync(world.cluster.snapshot()) == []
+    condition = {
+        "type": "ValidationSucceeded",
+        "status": "False",
+        "reason": "ValidationFailed",
+        "message": "x",
+        "lastTransitionTime": "2026-11-23T09:00:00Z",
+    }
+    world.cluster.set_nodepool_condition("broken", condition)  # the watcher's own write-back
+    assert facts.resync(world.cluster.snapshot()) == []
     good = nodepool_doc(**{"metadata.name": "broken"})
     rv = world.cluster.resource_version
     world.cluster.apply_nodepool(good)
     fixed = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
     assert types(fixed) == {"NodePoolApplied": 1}
+    rv = world.cluster.resource_version
+    world.cluster.set_nodepool_condition("broken", {**condition, "status": "True", "reason": "ValidationSucceeded"})
+    assert [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)] == []  # status only
