@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.policy.audit import Partition, Replay, split_pools
+from shared.policy.counters import TIMED_EVENTS
 from shared.runtime import loop
 from shared.store.eventstore import EventStore
 
@@ -47,7 +48,12 @@ async def fold_log(
             joined = await _fold_split(store, url, partitions, until, explain)
             if joined is not None:
                 return joined
-        return await _fold(store.log_entries(), Replay(until=until, explain=explain))
+        return await _fold(store.log_entries(**_reads(until, explain)), Replay(explain=explain))
+
+
+def _reads(until: datetime | None, explain: str | None) -> dict[str, Any]:
+    """`until` applied by PostgreSQL; decision times decoded only where a rule or the story reads them."""
+    return {"until": until, "timed": None if explain else TIMED_EVENTS}
 
 
 async def _fold_split(
@@ -60,7 +66,9 @@ async def _fold_split(
             running.run_in_executor(workers, _fold_partition, url, partition, until, explain)
             for partition in partitions[1:]
         ]
-        mine = await _fold(store.log_entries(partition=partitions[0]), Replay(until=until, explain=explain))
+        mine = await _fold(
+            store.log_entries(partition=partitions[0], **_reads(until, explain)), Replay(explain=explain)
+        )
         parts: list[tuple[Replay, Sequence[str]]] = [(mine, list(mine.claims)), *await asyncio.gather(*others)]
     uncounted = await store.uncounted(until)
     return Replay.joined([part for part, _ in parts], [claims for _, claims in parts], uncounted)
@@ -74,7 +82,9 @@ def _fold_partition(
     async def fold() -> tuple[Replay, list[str]]:
         store = EventStore.connect(url, pool_size=1)
         try:
-            replay = await _fold(store.log_entries(partition=partition), Replay(until=until, explain=explain))
+            replay = await _fold(
+                store.log_entries(partition=partition, **_reads(until, explain)), Replay(explain=explain)
+            )
         finally:
             await store.close()
         return replay.detached(), list(replay.claims)

@@ -274,6 +274,26 @@ def evolve(pool: PoolCounters, claims: ClaimLookup, event_type: str, data: dict[
         pool.last_position = position
 
 
+def replay_step(
+    pool: PoolCounters,
+    claims: ClaimLookup,
+    event_type: str,
+    data: dict[str, Any],
+    occurred_at: datetime,
+    position: int,
+    record: bool = False,
+) -> Outcome:
+    """`check`, then `evolve` whatever it found: a replay counts what the log says happened."""
+    rule = _CHECK.get(event_type)
+    outcome = OK if rule is None else rule(pool, claims, data, occurred_at, record)
+    step = _EVOLVE.get(event_type)
+    if step is not None:
+        step(pool, claims, data)
+        pool.version += 1
+        pool.last_position = position
+    return outcome
+
+
 def is_forceful(decision: Mapping[str, Any]) -> bool:
     """A disruption that budgets do not gate (expiration, removal above a lowered node limit)."""
     return decision["reason"] in FORCEFUL_REASONS or bool(decision.get("forceful"))
@@ -382,6 +402,8 @@ def _check_launched(
         return bad
     assert claim is not None
     capacity = resources_of(data["capacity"])
+    if capacity == claim.resources:  # launched as the option it reserved for: nothing can be larger
+        return OK
     policy = pool.policy()
     limited = policy.limits if policy is not None else {}
     larger = {
@@ -533,8 +555,9 @@ def _launched(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> 
     if claim is None or claim.phase != IN_FLIGHT:
         return
     capacity = resources_of(data["capacity"])
-    _add(pool.resources, claim.resources, -1)
-    _add(pool.resources, capacity, 1)
+    if capacity != claim.resources:
+        _add(pool.resources, claim.resources, -1)
+        _add(pool.resources, capacity, 1)
     claim.resources = capacity
     claim.phase = LAUNCHED
     pool.in_flight -= 1
@@ -609,6 +632,9 @@ _EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] 
 
 CLAIM_EVENTS = frozenset(t for t in _EVOLVE if t.startswith("NodeClaim"))
 COUNTED_EVENTS = frozenset(_EVOLVE)
+TIMED_EVENTS = frozenset({"DisruptionDecided"})
+"""The events whose rules read the decision's clock (budgets are active at an instant); the other
+checks ignore `occurred_at`, so a replay need not decode it for them."""
 
 
 def fold_claim(

@@ -354,19 +354,33 @@ class EventStore:
             yield [_recorded(r) for r in rows]
 
     async def log_entries(
-        self, from_position: int = 0, *, batch_size: int = 20000, partition: Partition | None = None
+        self,
+        from_position: int = 0,
+        *,
+        batch_size: int = 20000,
+        partition: Partition | None = None,
+        until: datetime | None = None,
+        timed: Iterable[str] | None = None,
     ) -> AsyncIterator[Sequence[Sequence[Any]]]:
         """The log as a replay reads it: rows of (position, stream_id, type, data, occurred_at), the
-        JSON parsed by orjson as the rows are decoded; with `partition`, only its events."""
-        columns = "position, stream_id, type, data, occurred_at"
-        if partition is None:
-            async for rows in self._pages(columns, from_position, batch_size):
-                yield rows
-            return
-        where = "(nodepool = ANY($3::text[]) OR ($4 AND CASE WHEN nodepool IS NULL THEN type = ANY($5::text[])"
-        where += " ELSE nodepool <> ALL($6::text[]) END))"
-        arguments = (list(partition.pools), partition.rest, sorted(COUNTED_EVENTS), list(partition.assigned))
-        async for rows in self._pages(columns, from_position, batch_size, where, arguments):
+        JSON parsed by orjson as the rows are decoded. With `partition`, only its events; with
+        `until`, only events that occurred by then; with `timed`, occurred_at only for those types
+        (None elsewhere: decoding a timestamp costs a replay as much as parsing the payload)."""
+        where, arguments = "TRUE", []
+        if partition is not None:
+            where = "(nodepool = ANY($3::text[]) OR ($4 AND CASE WHEN nodepool IS NULL THEN type = ANY($5::text[])"
+            where += " ELSE nodepool <> ALL($6::text[]) END))"
+            arguments = [list(partition.pools), partition.rest, sorted(COUNTED_EVENTS), list(partition.assigned)]
+        if until is not None:
+            arguments.append(until)
+            where += f" AND occurred_at <= ${len(arguments) + 2}"
+        at = "occurred_at"
+        if timed is not None:
+            arguments.append(sorted(timed))
+            at = f"CASE WHEN type = ANY(${len(arguments) + 2}::text[]) THEN occurred_at END"
+        async for rows in self._pages(
+            f"position, stream_id, type, data, {at}", from_position, batch_size, where, arguments
+        ):
             yield rows
 
     async def read_types(
