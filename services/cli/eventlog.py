@@ -210,9 +210,15 @@ def _kv(values: dict[str, Any]) -> str:
 # --- relay ---------------------------------------------------------------------------------------------
 
 
+RELAY_BACKLOG = 1000
+"""The relay is ready while fewer committed events than this wait to be published."""
+
+
 async def relay(database_url: str, nats_url: str, *, once: bool, port: int | None = None) -> int:
     """Publish the outbox: once, or until SIGTERM/SIGINT, serving health and metrics on `port`."""
     import signal
+
+    from prometheus_client import Counter, Gauge
 
     from shared.bus.relay import OutboxRelay, connect
     from shared.bus.service import ServiceShell
@@ -229,7 +235,25 @@ async def relay(database_url: str, nats_url: str, *, once: bool, port: int | Non
         for sig in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
         if port is not None:
-            shell = ServiceShell("relay", nats_url, port=port, subjects=None)
+
+            async def caught_up() -> str | None:
+                """PostgreSQL answers and the outbox is (nearly) drained."""
+                backlog = await store.head_position() - await outbox.checkpoint()
+                backlog_gauge.set(backlog)
+                return None if backlog <= RELAY_BACKLOG else f"catching up: {backlog} events not published yet"
+
+            shell = ServiceShell("relay", nats_url, port=port, subjects=None, readiness=[caught_up])
+            backlog_gauge = Gauge(
+                "nodewright_relay_backlog", "Committed events not published yet.", registry=shell.registry
+            )
+            published = Counter(
+                "nodewright_relay_published_total", "Events published to JetStream.", registry=shell.registry
+            )
+
+            async def count(batch: list[Any]) -> None:
+                published.inc(len(batch))
+
+            outbox.after_publish = count
             await shell.start()
         await outbox.run(stopping)
         return outbox.published

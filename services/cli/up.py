@@ -33,9 +33,11 @@ from shared.clock import AcceleratedClock
 from shared.config import Settings
 from shared.runtime import loop
 from shared.runtime.servers import free_tcp_port, local_database_url, local_nats_url
+from shared.store.eventstore import EventStore
 
 STOP_SECONDS = 15.0
 REFRESH_SECONDS = 0.5
+LISTED = 8
 
 
 @dataclass
@@ -82,6 +84,8 @@ def up(
 
 @contextlib.contextmanager
 def _children(data_dir: Path, scenario: Path, env: dict[str, str], base_port: int | None) -> Iterator[list[Child]]:
+    """The services, each in its own session (a Ctrl-C at the terminal reaches only `up`, which
+    stops them in order). The sim first: the others talk to it as soon as they start."""
     commands = {
         "sim": ["-m", "services.sim", "--scenario", str(scenario)],
         "watcher": ["-m", "services.watcher"],
@@ -96,12 +100,41 @@ def _children(data_dir: Path, scenario: Path, env: dict[str, str], base_port: in
             log = logs / f"{name}.log"
             with log.open("ab") as out:
                 process = subprocess.Popen(
-                    [sys.executable, *args, "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
+                    [sys.executable, *args, "--port", str(port)],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
             children.append(Child(name, port, process, log))
+            if name == "sim":
+                _wait_ready(children[-1])
         yield children
     finally:
         _stop(children)
+
+
+def _wait_ready(child: Child, timeout: float = 60.0) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.process.poll() is not None:
+            raise ChildExited(f"{child.name} exited with {child.process.returncode}:\n{_tail(child)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{child.port}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    raise ChildExited(f"{child.name} was not ready after {timeout:.0f} s:\n{_tail(child)}")
+
+
+def _tail(child: Child) -> str:
+    return child.log.read_text(errors="replace")[-2000:]
 
 
 def _stop(children: list[Child]) -> None:
@@ -127,19 +160,14 @@ async def _watch(
     console: Console,
 ) -> dict[str, Any]:
     """Refresh the view until Ctrl-C, `run_for`, or a child that dies (its log's tail is shown)."""
-    from sqlalchemy.engine import make_url
-
-    params = make_url(database_url)
-    conn = await asyncpg.connect(
-        user=params.username,
-        host=params.query.get("host") or params.host,
-        port=params.query.get("port") or params.port,
-        database=params.database,
-    )
+    store = EventStore.connect(database_url, pool_size=1)  # its driver settings: password, TLS...
     deadline = None if run_for is None else time.monotonic() + run_for
     view: dict[str, Any] = {}
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as http:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as http,
+            store.driver_connection() as conn,
+        ):
             with (
                 Live(console=console, auto_refresh=False, transient=False)
                 if live
@@ -151,11 +179,10 @@ async def _watch(
                         screen.update(_render(view), refresh=True)
                     dead = [c for c in children if c.process.poll() is not None]
                     if dead:
-                        tail = dead[0].log.read_text(errors="replace")[-2000:]
-                        raise ChildExited(f"{dead[0].name} exited with {dead[0].process.returncode}:\n{tail}")
+                        raise ChildExited(f"{dead[0].name} exited with {dead[0].process.returncode}:\n{_tail(dead[0])}")
                     await asyncio.sleep(REFRESH_SECONDS)
     finally:
-        await conn.close()
+        await store.close()
     if not live:
         console.print(_render(view))
     return view
@@ -166,14 +193,20 @@ async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children:
         "SELECT nodepool, nodes, in_flight, resources::text, (spec -> 'spec' -> 'limits')::text AS limits"
         " FROM nodepool_counters ORDER BY nodepool"
     )
-    counts = await conn.fetchrow(
-        "SELECT count(*) FILTER (WHERE type = 'NodeRegistered') - count(*) FILTER (WHERE type = 'NodeDeleted'),"
-        " count(*) FROM events"
+    latest = await conn.fetch(
+        "SELECT DISTINCT ON (stream_id) stream_id, type, data ->> 'nodepool' AS nodepool FROM events"
+        " WHERE stream_id LIKE 'node-%' OR stream_id LIKE 'pod-%' ORDER BY stream_id, version DESC"
     )
-    pending = await conn.fetchval(
-        "SELECT count(*) FROM (SELECT DISTINCT ON (stream_id) type FROM events WHERE stream_id LIKE 'pod-%'"
-        " ORDER BY stream_id, version DESC) latest WHERE type = 'PodPending'"
-    )
+    nodes = [
+        {
+            "name": r["stream_id"].removeprefix("node-"),
+            "nodepool": r["nodepool"] or "-",
+            "state": "initialized" if r["type"] == "NodeInitialized" else "registered",
+        }
+        for r in latest
+        if r["stream_id"].startswith("node-") and r["type"] != "NodeDeleted"
+    ]
+    pending = [r["stream_id"].removeprefix("pod-") for r in latest if r["type"] == "PodPending"]
     recent = await conn.fetch("SELECT position, type, stream_id FROM events ORDER BY position DESC LIMIT 8")
     processes = []
     for child in children:
@@ -185,8 +218,8 @@ async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children:
         processes.append({"name": child.name, "pid": child.process.pid, "port": child.port, "status": ready})
     return {
         "now": clock.now().isoformat(timespec="seconds"),
-        "events": counts[1],
-        "nodes": counts[0],
+        "events": recent[0]["position"] if recent else 0,
+        "nodes": nodes,
         "pending_pods": pending,
         "nodepools": [
             {
@@ -204,12 +237,13 @@ async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children:
 
 
 def _render(view: dict[str, Any]) -> Group:
+    nodes, pending = view.get("nodes", []), view.get("pending_pods", [])
     head = Table.grid(padding=(0, 2))
     head.add_row(
         f"[bold]simulated time[/] {view.get('now', '-')}",
-        f"nodes {view.get('nodes', 0)}",
-        f"pending pods {view.get('pending_pods', 0)}",
-        f"events {view.get('events', 0)}",
+        f"nodes {len(nodes)}",
+        f"pending pods {len(pending)}",
+        f"last position {view.get('events', 0)}",
     )
     processes = Table("process", "pid", "port", "status", title="processes")
     for p in view.get("processes", []):
@@ -217,10 +251,16 @@ def _render(view: dict[str, Any]) -> Group:
     pools = Table("nodepool", "nodes", "in flight", "resources", "limits", title="nodepools")
     for p in view.get("nodepools", []):
         pools.add_row(p["name"], str(p["nodes"]), str(p["in_flight"]), p["resources"], p["limits"])
+    node_table = Table("node", "nodepool", "state", title=f"nodes ({len(nodes)})")
+    for n in nodes[:LISTED]:
+        node_table.add_row(n["name"], n["nodepool"], n["state"])
+    pods = Table("pending pod", title=f"pending pods ({len(pending)})")
+    for name in pending[:LISTED]:
+        pods.add_row(name)
     recent = Table("position", "event", "stream", title="recent events")
     for r in view.get("recent", []):
         recent.add_row(str(r["position"]), r["type"], r["stream"])
-    return Group(head, processes, pools, recent)
+    return Group(head, processes, pools, node_table, pods, recent)
 
 
 def _empty_scenario(data_dir: Path) -> Path:
@@ -237,6 +277,6 @@ def _empty_scenario(data_dir: Path) -> Path:
 
 
 def _scenario_start(path: Path) -> datetime:
-    from shared.api.scenario import load_scenario
+    from shared.runtime.scenarios import load_scenario
 
     return load_scenario(path).start

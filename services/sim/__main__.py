@@ -9,9 +9,10 @@ from typing import Annotated
 import typer
 
 from services.sim.service import SimService
-from shared.api.scenario import ScenarioError, load_scenario
+from shared.api.scenario import ScenarioError
 from shared.config import settings
 from shared.runtime.process import serve
+from shared.runtime.scenarios import load_scenario
 
 
 def main(

@@ -100,33 +100,36 @@ class SimCloud:
         return list(self.catalog)
 
     def candidates(self, request: LaunchRequest) -> list[tuple[InstanceType, Offering]]:
-        """Every (type, offering) the claim's requirements allow and whose allocatable holds its requests."""
+        """Every (type, offering) the claim's requirements allow and whose allocatable holds its
+        requests. Like upstream's `Intersects`, a requirement on a label the offering does not
+        define (the pool's own labels, `karpenter.sh/nodepool`) does not rule it out."""
         out = []
         for it in self.catalog:
             if any(it.allocatable.get(name, Decimal(0)) < value for name, value in request.requests.items()):
                 continue
             for offering in it.offerings:
-                if allows(request.requirements, offering_labels(it, offering)):
+                labels = offering_labels(it, offering)
+                if allows([r for r in request.requirements if r.key in labels], labels):
                     out.append((it, offering))
         return out
 
     def create(self, request: LaunchRequest, now: datetime) -> Instance:
-        """Spot when the claim allows it (as upstream prefers), else on demand; the cheapest offering
-        of that capacity type not short at `now`."""
+        """The cheapest offering not short at `now`: spot when the claim allows an available one
+        (as upstream prefers), else on demand. Offerings inside a shortage are left out first, as
+        upstream's offering cache marks them unavailable, so a spot shortage falls back to on demand."""
         options = self.candidates(request)
         if not options:
             raise NoCompatibleOffering(
                 f"nodeclaim {request.nodeclaim}: no instance type of the catalog satisfies its requirements"
             )
-        capacity_type = SPOT if any(o.capacity_type == SPOT for _, o in options) else ON_DEMAND
-        chosen = sorted(
-            ((it, o) for it, o in options if o.capacity_type == capacity_type),
+        available = [(it, o) for it, o in options if not any(w.blocks(it.name, o, now) for w in self.windows)]
+        if not available:
+            raise InsufficientCapacity(request.nodeclaim, [(it.name, o.zone, o.capacity_type) for it, o in options])
+        capacity_type = SPOT if any(o.capacity_type == SPOT for _, o in available) else ON_DEMAND
+        it, offering = min(
+            ((it, o) for it, o in available if o.capacity_type == capacity_type),
             key=lambda pair: (pair[1].price, pair[0].name, pair[1].zone),
         )
-        available = [(it, o) for it, o in chosen if not any(w.blocks(it.name, o, now) for w in self.windows)]
-        if not available:
-            raise InsufficientCapacity(request.nodeclaim, [(it.name, o.zone, o.capacity_type) for it, o in chosen])
-        it, offering = available[0]
         self._launched += 1
         suffix = random.Random(f"{self._seed}:{self._launched}").getrandbits(40)
         provider_id = f"sim:///{offering.zone}/i-{suffix:010x}"

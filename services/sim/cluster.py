@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from shared.api.core import Taint, TaintEffect, Toleration
 from shared.api.labels import HOSTNAME_LABEL
-from shared.api.pod import Affinity, LabelSelector, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable
+from shared.api.pod import Affinity, LabelSelector, TopologySpreadConstraint, WhenUnsatisfiable
 from shared.api.quantity import format_quantity
 from shared.api.scenario import STATEFULSET
 from shared.policy.requirements import selector_allows
@@ -26,6 +26,8 @@ from shared.ports import cluster as ports
 from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
 
 DAEMONSET = "DaemonSet"
+HISTORY = 50_000
+"""Changes kept for watchers: between this and twice this many."""
 _ZERO = Decimal(0)
 
 
@@ -34,6 +36,10 @@ class ClusterError(ports.ClusterError):
 
 
 class NotFound(ClusterError, ports.NotFound):
+    pass
+
+
+class Gone(ClusterError, ports.Gone):
     pass
 
 
@@ -198,12 +204,19 @@ class SimCluster:
         self.resource_version = 0
         self._serial = 0
         self._uids = 0
+        self._on_node: dict[str, dict[str, Pod]] = {}  # node -> its bound pods
+        self._used: dict[str, dict[str, Decimal]] = {}  # node -> requests of its pods, and "pods"
+        self._owned_by: dict[tuple[str, str, str], dict[str, Pod]] = {}  # (kind, namespace, name) -> pods
+        self._anti: dict[str, Pod] = {}  # bound pods with required anti-affinity (checked both ways)
+        self._dirty = True  # something changed that could let a pending pod fit
 
     # --- watch ---------------------------------------------------------------------------------
 
     def record(self, kind: str, action: str, key: str, obj: dict[str, Any]) -> None:
         self.resource_version += 1
         self.changes.append(WatchEvent(self.resource_version, kind, action, key, obj))
+        if len(self.changes) > 2 * HISTORY:
+            del self.changes[:HISTORY]  # a watch older than what is kept must list again (410 Gone)
         if action == DELETED:
             self._versions.pop((kind, key), None)
         else:
@@ -220,12 +233,14 @@ class SimCluster:
         objects = [WatchEvent(self._versions[(kind, key)], kind, ADDED, key, obj) for kind, key, obj in current]
         return Snapshot(self.resource_version, sorted(objects, key=lambda e: e.resource_version))
 
-    def changes_since(self, resource_version: int) -> list[WatchEvent]:
-        """What changed after `resource_version`, in order (a watch from that version)."""
-        start = len(self.changes)
-        while start > 0 and self.changes[start - 1].resource_version > resource_version:
-            start -= 1
-        return self.changes[start:]
+    def changes_since(self, resource_version: int, limit: int | None = None) -> list[WatchEvent]:
+        """What changed after `resource_version`, in order, at most `limit` (a watch from that
+        version); Gone when those changes are no longer kept, as the API answers 410."""
+        if self.changes and resource_version < self.changes[0].resource_version - 1:
+            raise Gone(f"resource version {resource_version} is too old; list again")
+        start = max(resource_version - (self.changes[0].resource_version - 1), 0) if self.changes else 0
+        out = self.changes[start:]
+        return out if limit is None else out[:limit]
 
     # --- pods ----------------------------------------------------------------------------------
 
@@ -236,6 +251,10 @@ class SimCluster:
             self._uids += 1
             pod.uid = f"uid-{self._uids:08x}"
         self.pods[pod.key] = pod
+        self._owned_by.setdefault((pod.owner_kind, pod.namespace, pod.owner_name), {})[pod.key] = pod
+        if pod.node_name is not None:
+            self._place(pod, pod.node_name)
+        self._dirty = True
         self.record(POD, ADDED, pod.key, pod.to_dict())
         return pod
 
@@ -243,22 +262,52 @@ class SimCluster:
         pod = self.pods.pop(key, None)
         if pod is None:
             raise NotFound(f"pod {key} not found")
+        self._owned_by.get((pod.owner_kind, pod.namespace, pod.owner_name), {}).pop(key, None)
+        if pod.node_name is not None:
+            self._unplace(pod)
+        self._dirty = True
         self.record(POD, DELETED, key, pod.to_dict())
         return pod
 
+    def _place(self, pod: Pod, node: str) -> None:
+        pod.node_name = node
+        self._on_node.setdefault(node, {})[pod.key] = pod
+        used = self._used.setdefault(node, {})
+        for name, value in pod.template.requests.items():
+            used[name] = used.get(name, _ZERO) + value
+        used["pods"] = used.get("pods", _ZERO) + 1
+        if pod.template.affinity is not None and pod.template.affinity.required_anti_affinity():
+            self._anti[pod.key] = pod
+
+    def _unplace(self, pod: Pod) -> None:
+        node = pod.node_name or ""
+        self._on_node.get(node, {}).pop(pod.key, None)
+        used = self._used.get(node, {})
+        for name, value in pod.template.requests.items():
+            used[name] = used.get(name, _ZERO) - value
+        used["pods"] = used.get("pods", _ZERO) - 1
+        self._anti.pop(pod.key, None)
+
     def evict(self, key: str) -> Pod:
-        """The eviction API: refused while a PDB covering a running pod allows no disruption."""
+        """The eviction API. A pending pod goes without asking (no budget counts it); more than
+        one PDB over a pod is an error, as in Kubernetes; a healthy pod needs a disruption its
+        PDB allows; an unhealthy one only a PDB whose healthy pods already meet it (the default
+        unhealthyPodEvictionPolicy, IfHealthyBudget)."""
         pod = self.pods.get(key)
         if pod is None:
             raise NotFound(f"pod {key} not found")
-        if self._healthy(pod):
-            for pdb in self.pdbs_of(pod):
-                if self.disruptions_allowed(pdb) <= 0:
+        if pod.node_name is not None:
+            pdbs = self.pdbs_of(pod)
+            if len(pdbs) > 1:
+                raise ClusterError(f"pod {key} has more than one PodDisruptionBudget, which eviction does not support")
+            for pdb in pdbs:
+                healthy, desired = self._budget(pdb)
+                if (healthy - desired <= 0) if self._healthy(pod) else (healthy < desired):
                     raise EvictionRefused(key, pdb.key)
         return self.delete_pod(key)
 
     def bound_to(self, node: str) -> list[Pod]:
-        return [p for p in self.pods.values() if p.node_name == node]
+        return list(self._on_node.get(node, {}).values())
 
     def pending(self) -> list[Pod]:
         return [p for p in self.pods.values() if p.node_name is None]
@@ -280,6 +329,11 @@ class SimCluster:
 
     def disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """Healthy pods beyond what the budget must keep (status.disruptionsAllowed)."""
+        healthy, desired = self._budget(pdb)
+        return max(healthy - desired, 0)
+
+    def _budget(self, pdb: PodDisruptionBudget) -> tuple[int, int]:
+        """(currentHealthy, desiredHealthy) of a PDB."""
         matching = [p for p in self.pods.values() if p.namespace == pdb.namespace and pdb.selector.matches(p.labels)]
         expected = len(matching)
         healthy = sum(self._healthy(p) for p in matching)
@@ -287,7 +341,7 @@ class SimCluster:
             desired = _scaled(pdb.min_available, expected)
         else:
             desired = expected - _scaled(pdb.max_unavailable if pdb.max_unavailable is not None else 0, expected)
-        return max(healthy - desired, 0)
+        return healthy, desired
 
     def _healthy(self, pod: Pod) -> bool:
         node = self.nodes.get(pod.node_name) if pod.node_name else None
@@ -299,6 +353,7 @@ class SimCluster:
         if node.name in self.nodes:
             raise ClusterError(f"node {node.name} already exists")
         self.nodes[node.name] = node
+        self._dirty = True
         self.record(NODE, ADDED, node.name, node.to_dict())
 
     def node(self, name: str) -> Node:
@@ -308,6 +363,7 @@ class SimCluster:
         return node
 
     def _node_changed(self, node: Node) -> None:
+        self._dirty = True
         self.record(NODE, MODIFIED, node.name, node.to_dict())
 
     def set_ready(self, name: str, ready: bool = True) -> None:
@@ -335,6 +391,9 @@ class SimCluster:
         if node is None:
             raise NotFound(f"node {name} not found")
         gone = [self.delete_pod(p.key) for p in self.bound_to(name)]
+        self._on_node.pop(name, None)
+        self._used.pop(name, None)
+        self._dirty = True
         self.record(NODE, DELETED, name, node.to_dict())
         return gone
 
@@ -384,9 +443,7 @@ class SimCluster:
         self.daemonsets[f"{daemonset.namespace}/{daemonset.name}"] = daemonset
 
     def _owned(self, kind: str, namespace: str, name: str) -> list[Pod]:
-        return [
-            p for p in self.pods.values() if p.owner_kind == kind and p.owner_name == name and p.namespace == namespace
-        ]
+        return list(self._owned_by.get((kind, namespace, name), {}).values())
 
     def reconcile(self, now: datetime) -> None:
         """The workload and DaemonSet controllers: replicas created or removed, one DaemonSet pod
@@ -403,8 +460,9 @@ class SimCluster:
                 name = f"{ds.name}-{node.name}"
                 if f"{ds.namespace}/{name}" in self.pods or not _tolerated(ds.template.tolerations, node.taints):
                     continue
-                pod = Pod(ds.namespace, name, ds.template, DAEMONSET, ds.name, now, node.name, now)
-                self.add_pod(pod)
+                # pinned to its node, and bound by the scheduler when it fits there (as DaemonSets are)
+                pinned = replace(ds.template, node_selector={**ds.template.node_selector, HOSTNAME_LABEL: node.name})
+                self.add_pod(Pod(ds.namespace, name, pinned, DAEMONSET, ds.name, now))
 
     def _replica(self, workload: Workload, taken: set[str], now: datetime) -> Pod:
         if workload.kind == STATEFULSET:
@@ -421,20 +479,27 @@ class SimCluster:
     def schedule(self, now: datetime) -> list[Pod]:
         """Bind pending pods, highest priority first, each to the feasible Ready node with the most
         room left (kube-scheduler's LeastAllocated); mark the others Unschedulable with the
-        scheduler's message. Returns the pods bound."""
+        scheduler's message. A pass runs only when something changed since the last one.
+        Returns the pods bound."""
+        if not self._dirty:
+            return []
+        self._dirty = False
         bound = []
+        nodes = sorted(self.nodes.values(), key=lambda n: n.name)
         for pod in sorted(self.pending(), key=lambda p: (-p.template.priority, p.created_at, p.key)):
             reasons: dict[str, int] = {}
             feasible = []
-            for node in sorted(self.nodes.values(), key=lambda n: n.name):
-                why = self.why_not(pod, node)
+            placement = self._placement(pod)
+            for node in nodes:
+                why = self.why_not(pod, node, placement)
                 if why is None:
                     feasible.append(node)
                 else:
                     reasons[why] = reasons.get(why, 0) + 1
             if feasible:
                 node = max(feasible, key=lambda n: (self._room(n), n.name))
-                pod.node_name, pod.started_at, pod.unschedulable = node.name, now, None
+                self._place(pod, node.name)
+                pod.started_at, pod.unschedulable = now, None
                 self.record(POD, MODIFIED, pod.key, pod.to_dict())
                 bound.append(pod)
                 continue
@@ -450,10 +515,8 @@ class SimCluster:
 
     def free(self, node: Node) -> dict[str, Decimal]:
         out = dict(node.allocatable)
-        for pod in self.bound_to(node.name):
-            for name, value in pod.template.requests.items():
-                out[name] = out.get(name, _ZERO) - value
-            out["pods"] = out.get("pods", _ZERO) - 1
+        for name, value in self._used.get(node.name, {}).items():
+            out[name] = out.get(name, _ZERO) - value
         return out
 
     def _room(self, node: Node) -> Decimal:
@@ -461,7 +524,7 @@ class SimCluster:
         shares = [free[r] / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)]
         return sum(shares, _ZERO) / len(shares) if shares else _ZERO
 
-    def why_not(self, pod: Pod, node: Node) -> str | None:
+    def why_not(self, pod: Pod, node: Node, placement: _Placement | None = None) -> str | None:
         """Why the pod cannot run on the node now (kube-scheduler's words), or None if it can."""
         t = pod.template
         if not node.ready:
@@ -476,7 +539,7 @@ class SimCluster:
         )
         if untolerated is not None:
             return f"node(s) had untolerated taint {{{untolerated.key}: {untolerated.value or ''}}}"
-        if not self._affine(pod, node.labels):
+        if not _affine(pod, node.labels):
             return "node(s) didn't match Pod's node affinity/selector"
         free = self.free(node)
         if free.get("pods", _ZERO) < 1:
@@ -484,79 +547,93 @@ class SimCluster:
         for name, value in sorted(t.requests.items()):
             if value > free.get(name, _ZERO):
                 return f"Insufficient {name}"
-        if not self._anti_affinity_holds(pod, node):
+        placement = placement or self._placement(pod)
+        labels = node.labels
+        if any(labels.get(key) == value for key, value in placement.blocked):
             return "node(s) didn't match pod anti-affinity rules"
-        if not self._affinity_holds(pod, node):
-            return "node(s) didn't match pod affinity rules"
-        if not self._spread_holds(pod, node):
-            return "node(s) didn't match pod topology spread constraints"
+        for key, values in placement.required:
+            if labels.get(key) not in values:
+                return "node(s) didn't match pod affinity rules"
+        for key, counts, self_match, max_skew in placement.spread:
+            here = labels.get(key)
+            if here is None or here not in counts:
+                return "node(s) didn't match pod topology spread constraints (missing required label)"
+            if counts[here] + self_match - min(counts.values()) > max_skew:
+                return "node(s) didn't match pod topology spread constraints"
         return None
 
-    @staticmethod
-    def _affine(pod: Pod, labels: Mapping[str, str]) -> bool:
-        t = pod.template
-        if any(labels.get(k) != v for k, v in t.node_selector.items()):
-            return False
-        return selector_allows(t.affinity.required_node_selector() if t.affinity else None, labels)
-
-    def _placed(self) -> Iterable[tuple[Pod, Node]]:
-        for pod in self.pods.values():
-            node = self.nodes.get(pod.node_name) if pod.node_name else None
-            if node is not None:
-                yield pod, node
-
-    def _anti_affinity_holds(self, pod: Pod, node: Node) -> bool:
-        terms = pod.template.affinity.required_anti_affinity() if pod.template.affinity else []
-        for other, where in self._placed():
+    def _placement(self, pod: Pod) -> _Placement:
+        """What the pod's (and the placed pods') inter-pod rules say, once per pod and pass:
+        topology domains it must avoid or join, and its spread constraints' counts."""
+        affinity = pod.template.affinity
+        blocked: set[tuple[str, str]] = set()
+        for term in affinity.required_anti_affinity() if affinity else []:
+            for other in self._placed_in(pod.namespace):
+                if term.selects(other.labels):
+                    _add_domain(blocked, term.topology_key, self.nodes.get(other.node_name or ""))
+        for other in self._anti.values():  # symmetric: placed pods' anti-affinity keeps this one away
             if other.namespace != pod.namespace:
                 continue
-            for term in terms:
-                if _same_domain(term, node, where) and term.selects(other.labels):
-                    return False
-            theirs = other.template.affinity.required_anti_affinity() if other.template.affinity else []
-            for term in theirs:  # symmetric: an existing pod's anti-affinity keeps this one away too
-                if _same_domain(term, node, where) and term.selects(pod.labels):
-                    return False
-        return True
-
-    def _affinity_holds(self, pod: Pod, node: Node) -> bool:
-        terms = pod.template.affinity.required_affinity() if pod.template.affinity else []
-        for term in terms:
-            placed = [(o, w) for o, w in self._placed() if o.namespace == pod.namespace and term.selects(o.labels)]
-            if any(_same_domain(term, node, w) for _, w in placed):
-                continue
-            if not placed and term.selects(pod.labels):
+            for term in other.template.affinity.required_anti_affinity() if other.template.affinity else []:
+                if term.selects(pod.labels):
+                    _add_domain(blocked, term.topology_key, self.nodes.get(other.node_name or ""))
+        required: list[tuple[str, set[str | None]]] = []
+        for term in affinity.required_affinity() if affinity else []:
+            domains: set[str | None] = set()
+            matched = False
+            for other in self._placed_in(pod.namespace):
+                if term.selects(other.labels):
+                    matched = True
+                    node = self.nodes.get(other.node_name or "")
+                    if node is not None and term.topology_key in node.labels:
+                        domains.add(node.labels[term.topology_key])
+            if not matched and term.selects(pod.labels):
                 continue  # the first pod of a group that wants itself: Kubernetes lets it go anywhere
-            return False
-        return True
-
-    def _spread_holds(self, pod: Pod, node: Node) -> bool:
+            required.append((term.topology_key, domains))
+        spread = []
         for c in pod.template.spread:
             if c.when_unsatisfiable != WhenUnsatisfiable.DO_NOT_SCHEDULE:
                 continue
-            here = node.labels.get(c.topology_key)
-            if here is None:
-                return False
-            domains = {
-                n.labels[c.topology_key]: 0
+            eligible = {
+                n.name: n.labels[c.topology_key]
                 for n in self.nodes.values()
-                if c.topology_key in n.labels and self._affine(pod, n.labels)
+                if c.topology_key in n.labels and _affine(pod, n.labels)
             }
-            selector = c.label_selector or LabelSelector()
-            for other, where in self._placed():
-                domain = where.labels.get(c.topology_key)
-                if other.namespace == pod.namespace and domain in domains and selector.matches(other.labels):
-                    domains[domain] += 1
-            if domains.get(here, 0) + 1 - min(domains.values(), default=0) > c.max_skew:
-                return False
-        return True
+            counts = dict.fromkeys(eligible.values(), 0)
+            selector = c.label_selector
+            if selector is not None:  # a constraint without a selector matches no pod
+                for other in self._placed_in(pod.namespace):
+                    domain = eligible.get(other.node_name or "")
+                    if domain is not None and selector.matches(other.labels):
+                        counts[domain] += 1
+            self_match = 1 if selector is not None and selector.matches(pod.labels) else 0
+            spread.append((c.topology_key, counts, self_match, c.max_skew))
+        return _Placement(frozenset(blocked), required, spread)
+
+    def _placed_in(self, namespace: str) -> Iterable[Pod]:
+        for pods in self._on_node.values():
+            for pod in pods.values():
+                if pod.namespace == namespace:
+                    yield pod
 
 
-def _same_domain(term: PodAffinityTerm, a: Node, b: Node) -> bool:
-    if term.topology_key == HOSTNAME_LABEL and HOSTNAME_LABEL not in a.labels:
-        return a.name == b.name
-    value = a.labels.get(term.topology_key)
-    return value is not None and value == b.labels.get(term.topology_key)
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    blocked: frozenset[tuple[str, str]]  # (topology key, value) domains the pod must avoid
+    required: list[tuple[str, set[str | None]]]  # (topology key, domains) it must join, per term
+    spread: list[tuple[str, dict[str, int], int, int]]  # (key, matching pods per domain, self, maxSkew)
+
+
+def _add_domain(into: set[tuple[str, str]], key: str, node: Node | None) -> None:
+    if node is not None and key in node.labels:
+        into.add((key, node.labels[key]))
+
+
+def _affine(pod: Pod, labels: Mapping[str, str]) -> bool:
+    t = pod.template
+    if any(labels.get(k) != v for k, v in t.node_selector.items()):
+        return False
+    return selector_allows(t.affinity.required_node_selector() if t.affinity else None, labels)
 
 
 def _tolerated(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -22,9 +24,10 @@ from shared.api.scenario import Scenario
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import ClusterError
+from shared.ports.cluster import ClusterError, Gone, Snapshot
 
 TICK_SECONDS = 0.1
+log = logging.getLogger("nodewright.sim")
 
 
 class SimService:
@@ -33,9 +36,14 @@ class SimService:
         self.clock = clock
         self.shell = ServiceShell("sim", nats_url, port=port, subjects=None)
         self.announced = 0
+        self._snapshots: dict[str, Snapshot] = {}
+        self._tokens = itertools.count(1)
         routes: dict[str, Callable[[dict[str, Any]], Any]] = {
             wire.SNAPSHOT: self._snapshot,
-            wire.CHANGES: lambda body: [c.to_dict() for c in self.world.cluster.changes_since(int(body["after"]))],
+            wire.CHANGES: lambda body: [
+                c.to_dict()
+                for c in self.world.cluster.changes_since(int(body["after"]), int(body.get("limit", wire.PAGE)))
+            ],
             wire.TAINT: lambda body: self.world.cluster.taint(body["node"], Taint.model_validate(body["taint"])),
             wire.UNTAINT: lambda body: self.world.cluster.untaint(
                 body["node"], body["key"], TaintEffect(body["effect"]) if body.get("effect") else None
@@ -56,7 +64,7 @@ class SimService:
 
     def _answer(self, route: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         async def answer(body: dict[str, Any]) -> Any:
-            self.world.advance(self.clock.now())
+            self._advance()
             try:
                 result = route(body or {})
             except (ClusterError, CloudError) as exc:
@@ -69,8 +77,35 @@ class SimService:
         return answer
 
     def _snapshot(self, body: dict[str, Any]) -> dict[str, Any]:
-        snapshot = self.world.cluster.snapshot()
-        return {"resourceVersion": snapshot.resource_version, "objects": [o.to_dict() for o in snapshot.objects]}
+        """A list in pages (Kubernetes' limit/continue): the first call takes the snapshot, the
+        token returned reads the rest of the same one."""
+        limit = int(body.get("limit", wire.PAGE))
+        token, start = None, 0
+        if body.get("continue"):
+            token, _, offset = str(body["continue"]).partition(":")
+            start = int(offset)
+        else:
+            token = f"s{next(self._tokens)}"
+            self._snapshots = {token: self.world.cluster.snapshot()}  # one list at a time is plenty
+        snapshot = self._snapshots.get(token)
+        if snapshot is None:
+            raise Gone("the list expired: list again")
+        page = snapshot.objects[start : start + limit]
+        more = start + limit < len(snapshot.objects)
+        if not more:
+            self._snapshots.pop(token, None)
+        return {
+            "resourceVersion": snapshot.resource_version,
+            "objects": [o.to_dict() for o in page],
+            "continue": f"{token}:{start + limit}" if more else None,
+        }
+
+    def _advance(self) -> None:
+        """Bring the world up to the clock; a failing scenario step is logged, never fatal."""
+        try:
+            self.world.advance(self.clock.now())
+        except (ClusterError, CloudError, KeyError, ValueError):
+            log.exception("a scenario step failed; the world goes on")
 
     async def _announce(self) -> None:
         version = self.world.cluster.resource_version
@@ -82,7 +117,7 @@ class SimService:
         await self.shell.start()
         try:
             while not stopping.is_set():
-                self.world.advance(self.clock.now())
+                self._advance()
                 await self._announce()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), tick)

@@ -20,7 +20,7 @@ from typing import Any
 from shared.api.labels import NODEPOOL_LABEL
 from shared.api.validation import validate_nodepool
 from shared.events import contracts as c
-from shared.policy.drift import drift_hash
+from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
 from shared.ports.cluster import DELETED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
 
 _IDS = uuid.UUID("6f0c6a5e-9a57-4a3e-8a0e-6e6f64657772")
@@ -186,6 +186,7 @@ class Facts:
             nodepool=event.key,
             nodepool_object=event.object,
             drift_hash=drift_hash(result.nodepool),
+            drift_hash_version=DRIFT_HASH_VERSION,
             resource_version=event.resource_version,
         )
         return [Fact(applied, fact_id("NodePoolApplied", event.key, event.resource_version))]

@@ -3,7 +3,9 @@ and appends what it sees as facts (`facts.Facts`) to the event store.
 
 On start it rebuilds what it reported before from its own facts in the log, lists the cluster
 and reports the difference, then follows the watch. Facts that arrive together are appended
-together, one stream per unit, in one transaction.
+together, in the order they were seen, in one transaction. When anything breaks (the cluster
+unreachable, a watch older than the kept history, the store refusing) it is not ready, waits,
+and starts over from the log and a new list, so nothing is lost or told twice.
 """
 
 from __future__ import annotations
@@ -11,20 +13,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
+import asyncpg
+import nats.errors
 from prometheus_client import Counter
 
 from services.watcher.facts import WATCHER_FACTS, Fact, Facts
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.events.envelope import NewEvent
-from shared.ports.cluster import Cluster, NotFound, WatchEvent
+from shared.ports.cluster import Cluster, ClusterError, NotFound, WatchEvent
 from shared.store.eventstore import EventStore, unit
 
 PRODUCER = "watcher"
+RETRY_SECONDS = 0.5
+MAX_RETRY_SECONDS = 10.0
+
+
+class FactRefused(RuntimeError):
+    pass
+
+
+WATCH_ERRORS: tuple[type[BaseException], ...] = (
+    ClusterError,
+    FactRefused,
+    ConnectionError,
+    TimeoutError,
+    OSError,
+    nats.errors.Error,
+    asyncpg.PostgresError,
+)
 log = logging.getLogger("nodewright.watcher")
 
 
@@ -70,10 +90,25 @@ class WatcherService:
             await self.shell.stop()
 
     async def _follow(self) -> None:
+        """List and watch for ever. Whatever breaks (the sim gone, a watch too old, the store
+        refusing) makes it forget, rebuild what it reported from the log, and list again."""
+        backoff = RETRY_SECONDS
+        while True:
+            try:
+                await self._list_and_watch()
+            except WATCH_ERRORS as exc:
+                self.synced = False
+                log.warning("watch interrupted (%r); listing again in %.1f s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_RETRY_SECONDS)
+
+    async def _list_and_watch(self) -> None:
+        facts = Facts()
         async for page in self.store.read_types(WATCHER_FACTS):
-            self.facts.remember(page)
+            facts.remember(page)
+        self.facts = facts
         snapshot = await self.cluster.snapshot()
-        await self.record(self.facts.resync(snapshot))
+        await self.record(facts.resync(snapshot))
         self.synced = True
         changes: asyncio.Queue[WatchEvent] = asyncio.Queue()
 
@@ -84,35 +119,41 @@ class WatcherService:
         pumping = asyncio.create_task(pump())
         try:
             while True:
-                batch = [await changes.get()]
+                waiting = asyncio.create_task(changes.get())
+                await asyncio.wait({waiting, pumping}, return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    waiting.cancel()
+                    pumping.result()  # the watch failed: raise its error
+                    raise ConnectionError("the watch ended")
+                batch = [waiting.result()]
                 while not changes.empty():
                     batch.append(changes.get_nowait())
-                await self.record([fact for change in batch for fact in self.facts.observe(change)])
-                if pumping.done():
-                    pumping.result()
+                await self.record([fact for change in batch for fact in facts.observe(change)])
         finally:
             pumping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, *WATCH_ERRORS):
                 await pumping
 
     async def record(self, facts: Sequence[Fact]) -> None:
-        """Append the facts, one unit per stream in their order; an id the log already holds is
-        dropped by the store (a fact reported again after a restart)."""
+        """Append the facts in the order they were seen, in one transaction; an id the log
+        already holds is dropped by the store (a fact reported again after a restart). Any unit
+        refused raises, and the watcher lists again: a fact is never skipped."""
         if not facts:
             return
         now = self.clock.now()
-        by_stream: dict[str, list[NewEvent]] = defaultdict(list)
-        for fact in facts:
-            event = NewEvent.of(fact.event, occurred_at=now, producer=PRODUCER, event_id=fact.event_id)
-            by_stream[fact.event.stream_id].append(event)
-        units = [unit(stream, None, events) for stream, events in by_stream.items()]
-        for (stream, events), result in zip(by_stream.items(), await self.store.append_units(units), strict=True):
+        units = [
+            unit(
+                f.event.stream_id,
+                None,
+                [NewEvent.of(f.event, occurred_at=now, producer=PRODUCER, event_id=f.event_id)],
+            )
+            for f in facts
+        ]
+        for fact, result in zip(facts, await self.store.append_units(units), strict=True):
             if isinstance(result, BaseException):
-                log.error("the store refused facts of %s: %s", stream, result)
-                continue
+                raise FactRefused(f"the store refused {fact.event.TYPE} of {fact.event.stream_id}: {result}")
             self.appended += len(result)
-            for event in events:
-                self.reported.labels(event.type).inc()
+            self.reported.labels(fact.event.TYPE).inc()
         for fact in facts:
             if fact.event.TYPE in ("NodePoolApplied", "NodePoolRejected"):
                 await self._condition(fact, now)

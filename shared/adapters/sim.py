@@ -25,7 +25,7 @@ from shared.ports.cloud import (
     LaunchSpec,
     NoCompatibleInstanceTypes,
 )
-from shared.ports.cluster import ClusterError, EvictionRefused, NotFound, Snapshot, WatchEvent
+from shared.ports.cluster import ClusterError, EvictionRefused, Gone, NotFound, Snapshot, WatchEvent
 
 SNAPSHOT = "sim.cluster.snapshot"
 CHANGES = "sim.cluster.changes"
@@ -43,6 +43,7 @@ WATCH = "sim.watch"
 
 ERRORS: dict[str, type[Exception]] = {
     "EvictionRefused": EvictionRefused,
+    "Gone": Gone,
     "NotFound": NotFound,
     "ClusterError": ClusterError,
     "InsufficientCapacity": InsufficientCapacityError,
@@ -51,6 +52,8 @@ ERRORS: dict[str, type[Exception]] = {
     "CloudError": CloudError,
 }
 POLL_SECONDS = 0.5
+PAGE = 500
+"""Objects or changes per reply: a page stays far below NATS' 1 MB message limit."""
 
 
 class SimError(RuntimeError):
@@ -82,11 +85,23 @@ class SimClient:
     # --- Cluster ---------------------------------------------------------------------------------
 
     async def snapshot(self) -> Snapshot:
-        body = await self.call(SNAPSHOT)
-        return Snapshot(body["resourceVersion"], [WatchEvent.from_dict(o) for o in body["objects"]])
+        """A list, page by page, of one snapshot the sim keeps until the last page is read."""
+        body = await self.call(SNAPSHOT, {"limit": PAGE})
+        objects = [WatchEvent.from_dict(o) for o in body["objects"]]
+        while body.get("continue"):
+            body = await self.call(SNAPSHOT, {"continue": body["continue"], "limit": PAGE})
+            objects.extend(WatchEvent.from_dict(o) for o in body["objects"])
+        return Snapshot(body["resourceVersion"], objects)
 
     async def changes(self, after: int) -> list[WatchEvent]:
-        return [WatchEvent.from_dict(c) for c in await self.call(CHANGES, {"after": after})]
+        """Every change after `after`, a page at a time; Gone when the sim no longer keeps them."""
+        out: list[WatchEvent] = []
+        while True:
+            page = [WatchEvent.from_dict(c) for c in await self.call(CHANGES, {"after": after, "limit": PAGE})]
+            out.extend(page)
+            if len(page) < PAGE:
+                return out
+            after = page[-1].resource_version
 
     async def watch(self, after: int) -> AsyncIterator[WatchEvent]:
         announced = asyncio.Event()

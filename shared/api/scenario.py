@@ -10,12 +10,11 @@ the full NodePool validation. Offsets (`at`, `from`, `to`) are Go durations from
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, PlainValidator, StrictInt, ValidationError, field_validator, model_validator
 
 from shared.api.base import APIModel
@@ -160,6 +159,13 @@ class ScenarioSpec(APIModel):
 
     _check = field_validator("duration")(_duration)
 
+    @field_validator("start", mode="before")
+    @classmethod
+    def _rfc3339(cls, value: Any) -> Any:
+        if not isinstance(value, str | datetime):
+            raise ValueError("Invalid value: an RFC 3339 instant such as 2026-11-23T09:00:00Z is required")
+        return value
+
     @field_validator("start")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
@@ -217,24 +223,20 @@ class ScenarioError(ValueError):
         self.errors = errors
 
 
-def load_scenario(path: Path) -> Scenario:
-    """The scenario in the file; raises ScenarioError listing every error with its field path."""
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(str(path), [FieldError("", f"cannot read: {exc}")]) from None
-    return parse_scenario(document, path.parent, str(path))
-
-
-def parse_scenario(document: Any, base: Path = Path("."), source: str = "<document>") -> Scenario:
-    scenario, errors = validate_scenario(document, base)
+def parse_scenario(document: Any, files: Mapping[str, str] | None = None, source: str = "<document>") -> Scenario:
+    scenario, errors = validate_scenario(document, files)
     if scenario is None:
         raise ScenarioError(source, errors)
     return scenario
 
 
-def validate_scenario(document: Any, base: Path = Path(".")) -> tuple[Scenario | None, list[FieldError]]:
-    """Never raises for bad input: the scenario, or None and every error found."""
+def validate_scenario(
+    document: Any, files: Mapping[str, str] | None = None
+) -> tuple[Scenario | None, list[FieldError]]:
+    """Never raises for bad input: the scenario, or None and every error found. `files` holds the
+    text of each `spec.nodePoolFiles` entry by its name (read by the caller, which knows where
+    the scenario came from: `shared.runtime.scenarios.load_scenario`)."""
+    files = files or {}
     if not isinstance(document, dict):
         return None, [FieldError("", f"a Scenario must be a mapping, not {type(document).__name__}")]
     try:
@@ -247,10 +249,12 @@ def validate_scenario(document: Any, base: Path = Path(".")) -> tuple[Scenario |
     for i, raw in enumerate(spec.node_pools):
         pools.extend(_nodepool(raw, f"spec.nodePools[{i}]", errors))
     for i, name in enumerate(spec.node_pool_files):
-        path = base / name
+        if name not in files:
+            errors.append(FieldError(f"spec.nodePoolFiles[{i}]", f"{name}: not found"))
+            continue
         try:
-            docs = nodepool_documents(path.read_text(encoding="utf-8"))
-        except (OSError, DocumentError) as exc:
+            docs = nodepool_documents(files[name])
+        except DocumentError as exc:
             errors.append(FieldError(f"spec.nodePoolFiles[{i}]", f"{name}: {exc}"))
             continue
         for doc in docs:
@@ -282,21 +286,31 @@ def validate_scenario(document: Any, base: Path = Path(".")) -> tuple[Scenario |
         if parse_duration(x.at) > duration:
             errors.append(FieldError(f"spec.cloud.interruptions[{i}].at", "Invalid value: after the scenario ends"))
     timeline_pools: dict[int, NodePool] = {}
-    for i, entry in enumerate(spec.timeline):
+    live_workloads = set(workloads)
+    order = sorted(range(len(spec.timeline)), key=lambda i: (parse_duration(spec.timeline[i].at), i))
+    for i in order:  # in the order the sim plays them, so each action finds what it acts on
+        entry = spec.timeline[i]
         path = f"spec.timeline[{i}]"
         if parse_duration(entry.at) > duration:
             errors.append(FieldError(f"{path}.at", "Invalid value: after the scenario ends (spec.duration)"))
-        if entry.scale is not None and entry.scale.workload not in workloads:
-            errors.append(FieldError(f"{path}.scale.workload", f"Not found: no workload {entry.scale.workload!r}"))
-        if entry.delete_workload is not None and entry.delete_workload not in workloads:
-            errors.append(FieldError(f"{path}.deleteWorkload", f"Not found: no workload {entry.delete_workload!r}"))
+        named = entry.scale.workload if entry.scale is not None else entry.delete_workload
+        if named is not None and named not in live_workloads:
+            field_ = "scale.workload" if entry.scale is not None else "deleteWorkload"
+            why = "deleted earlier in the timeline" if named in workloads else "no such workload"
+            errors.append(FieldError(f"{path}.{field_}", f"Not found: workload {named!r}: {why}"))
+        if entry.delete_workload is not None:
+            live_workloads.discard(entry.delete_workload)
         if entry.apply_node_pool is not None:
             applied = _nodepool(entry.apply_node_pool, f"{path}.applyNodePool", errors)
             if applied:
                 timeline_pools[i] = applied[0]
                 known_pools.add(applied[0].name)
-        if entry.delete_node_pool is not None and entry.delete_node_pool not in known_pools:
-            errors.append(FieldError(f"{path}.deleteNodePool", f"Not found: no NodePool {entry.delete_node_pool!r}"))
+        if entry.delete_node_pool is not None:
+            if entry.delete_node_pool not in known_pools:
+                errors.append(
+                    FieldError(f"{path}.deleteNodePool", f"Not found: no NodePool {entry.delete_node_pool!r} then")
+                )
+            known_pools.discard(entry.delete_node_pool)
     if errors:
         return None, errors
     return Scenario(parsed, tuple(pools), timeline_pools), []

@@ -4,7 +4,8 @@
   group per service (named after it), so replicas share the work and a restart resumes where the
   service left off.
 - Explicit acknowledgement: a handled event is acked; a handler that raises gets a negative ack
-  and the event comes back (JetStream redelivers it, up to `max_deliver` times).
+  with a growing delay and the event comes back; after `max_deliver` attempts it goes to the
+  dead letters with the last error, so it is never silently dropped.
 - A message that is not a valid event (not JSON, not an envelope, an unknown type, a payload its
   contract refuses) goes to `nodewright.dead.<service>` with the reason in a header, and is acked:
   it never stops the service and never blocks the stream.
@@ -43,6 +44,9 @@ DEAD_PREFIX = "nodewright.dead"
 REASON_HEADER = "Nodewright-Dead-Reason"
 SUBJECT_HEADER = "Nodewright-Original-Subject"
 MAX_DELIVER = 5
+NACK_DELAY = 0.2
+MAX_NACK_DELAY = 5.0
+"""Redelivery after a failure waits NACK_DELAY, doubling per attempt, at most MAX_NACK_DELAY seconds."""
 
 Handler = Callable[[RecordedEvent, Event], Awaitable[None]]
 ReadinessCheck = Callable[[], Awaitable[str | None]]
@@ -82,6 +86,7 @@ class ServiceShell:
     ) -> None:
         self.name = name
         self.port = port
+        self.max_deliver = max_deliver
         self.readiness = list(readiness or [])
         self.handlers: dict[str, Handler] = {}
         self.broker = NatsBroker(
@@ -150,9 +155,17 @@ class ServiceShell:
             return
         try:
             await handler(recorded, event)
-        except Exception:
-            await msg.nack()
+        except Exception as exc:
             self.handled.labels(self.name, "failed").inc()
+            delivered = raw.metadata.num_delivered if raw.metadata else 1
+            if delivered >= self.max_deliver:  # the last try: keep it where someone can look
+                reason = f"the handler failed {delivered} times, last: {exc!r}"
+                await self._dead_letter(msg.body, raw.subject, reason, raw.headers or {})
+                await msg.ack()
+                self.handled.labels(self.name, "dead").inc()
+                self.log.exception("handler failed for the last time; the event went to the dead letters")
+                return
+            await msg.nack(delay=min(NACK_DELAY * 2 ** (delivered - 1), MAX_NACK_DELAY))
             self.log.exception("handler failed; the event will be redelivered", extra={"event": recorded.type})
             return
         await msg.ack()

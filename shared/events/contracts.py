@@ -104,6 +104,7 @@ class NodePoolApplied(NodePoolEvent):
     drift_hash: str | None = Field(
         default=None, description="karpenter.sh/nodepool-hash of the template (`shared.policy.drift`)"
     )
+    drift_hash_version: str | None = Field(default=None, description="the hash's own version: compare only equals")
     resource_version: int | None = Field(default=None, description="the cluster's version of the object applied")
 
 

@@ -56,6 +56,10 @@ class NotFound(ClusterError):
     pass
 
 
+class Gone(ClusterError):
+    """The API's 410: a watch from a resource version older than the kept history; list again."""
+
+
 class EvictionRefused(ClusterError):
     """The API's 429: a PodDisruptionBudget allows no disruption now."""
 

@@ -326,7 +326,11 @@ class EmbeddedNats:
         command = [str(binary), "-a", self.host, "-p", str(port), "-js", "-sd", str(self.data_dir), "-n", "nodewright"]
         with self.log_path.open("ab") as log:
             log_offset = log.tell()
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            # its own session: a Ctrl-C at the terminal reaches the process that started it, which
+            # stops its clients first and the server last
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return process, log_offset
 
     def _wait_ready(self, process: subprocess.Popen[bytes], port: int, deadline: float, log_offset: int) -> None:

@@ -88,24 +88,50 @@ def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_u
         assert (tmp_path / "data" / "logs" / f"{name}.log").exists()
 
 
+def servers_under(data_dir: Path) -> list[str]:
+    """Command lines of processes still running from this data dir (nats-server, postgres)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(data_dir) in cmdline and not gone(int(proc.name)):
+                out.append(cmdline)
+    return out
+
+
 def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothing_left(tmp_path):
     env = environment(tmp_path, None, None)  # embedded PostgreSQL and NATS under the data dir
     command = [NODEWRIGHT, "up", "--scenario", BURST, "--speed", "60", "--no-live"]
     first = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,  # a terminal of its own: Ctrl-C goes to the whole group, as at a terminal
     )
     lines = []
     deadline = time.monotonic() + 90
     while not any("started relay" in line for line in lines):
         assert time.monotonic() < deadline and first.poll() is None, "".join(lines)
         lines.append(first.stdout.readline())
+    assert servers_under(tmp_path / "data"), "the embedded servers should be running"
     time.sleep(3)
-    first.send_signal(signal.SIGINT)
+    os.killpg(first.pid, signal.SIGINT)
     rest, _ = first.communicate(timeout=60)
     output = "".join(lines) + rest
     assert first.returncode == 0, output
     assert "stopped: every process and server is down" in output
     assert all(gone(pid) for pid in pids(output).values())
+    for name in ("sim", "watcher", "relay"):  # each stopped cleanly, not by a dying server
+        log = (tmp_path / "data" / "logs" / f"{name}.log").read_text()
+        assert "Traceback" not in log, log[-2000:]
+    time.sleep(1)
+    assert servers_under(tmp_path / "data") == []
     again = subprocess.run(
         [NODEWRIGHT, "up", "--scenario", BURST, "--for", "3", "--no-live"],
         capture_output=True,
@@ -116,6 +142,7 @@ def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothi
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert "database already at revision" in again.stdout
+    assert servers_under(tmp_path / "data") == []
 
 
 def test_a_bad_scenario_starts_nothing(tmp_path):

@@ -152,3 +152,23 @@ async def test_health_and_readiness_answer_on_the_services_own_port(jetstream, n
 async def _get(shell: ServiceShell, path: str) -> tuple[int, str]:
     async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{shell.port}{path}") as response:
         return response.status, await response.text()
+
+
+async def test_an_event_that_keeps_failing_ends_in_the_dead_letters_after_the_last_try(jetstream, nats_server_url):
+    attempts: Counter[int] = Counter()
+    shell = ServiceShell("disruption", nats_url=nats_server_url, max_deliver=3)
+
+    @shell.handler("NodeClaimInitialized")
+    async def always_fails(recorded, event):
+        attempts[recorded.position] += 1
+        raise RuntimeError("a bug")
+
+    dead = await jetstream.subscribe(f"{DEAD_PREFIX}.disruption", stream=STREAM)
+    await shell.start()
+    try:
+        await publish(jetstream, body(7))
+        msg = await dead.next_msg(timeout=15)
+        assert "failed 3 times" in msg.headers[REASON_HEADER] and "a bug" in msg.headers[REASON_HEADER]
+        assert attempts[7] == 3
+    finally:
+        await shell.stop()

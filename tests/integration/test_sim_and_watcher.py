@@ -120,7 +120,8 @@ async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(
             async with Running(watcher, killed=True):
                 await eventually(lambda: _count(store, "PodPending", 3))
                 with pytest.raises(InsufficientCapacityError):
-                    await client.create({**LAUNCH, "requirements": []})  # spot is short all hour
+                    spot_only = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
+                    await client.create({**LAUNCH, "requirements": spot_only})  # spot is short all hour
                 instance = await client.create(LAUNCH)
                 assert instance["capacityType"] == "on-demand" and instance["nodeclaim"] == "general-a"
                 clock.advance(timedelta(seconds=45))
@@ -163,3 +164,79 @@ async def _count(store: EventStore, kind: str, n: int) -> bool:
 
 async def _ready(service: WatcherService) -> bool:
     return service.synced and not await service.shell.not_ready()
+
+
+class InProcessCluster:
+    """The Cluster port over a World in this process; `fail_after` breaks the watch once, after
+    that many changes, as a lost connection would."""
+
+    def __init__(self, world, fail_after: int | None = None) -> None:
+        self.world, self.fail_after, self.lists = world, fail_after, 0
+
+    async def snapshot(self):
+        self.lists += 1
+        return self.world.cluster.snapshot()
+
+    async def watch(self, after: int):
+        sent = 0
+        while True:
+            for change in self.world.cluster.changes_since(after):
+                if self.fail_after is not None and sent >= self.fail_after:
+                    self.fail_after = None
+                    raise ConnectionError("the connection to the cluster dropped")
+                after = change.resource_version
+                sent += 1
+                yield change
+            await asyncio.sleep(0.05)
+
+    async def set_nodepool_condition(self, nodepool, condition):
+        self.world.cluster.set_nodepool_condition(nodepool, condition)
+
+
+async def test_a_broken_watch_makes_the_watcher_list_again_and_lose_nothing(store, nats_server_url):
+    from services.sim.world import World
+
+    clock = ManualClock(START)
+    world = World(parse_scenario(SCENARIO))
+    world.advance(START)
+    cluster = InProcessCluster(world, fail_after=2)
+    watcher = WatcherService(store, cluster, clock, nats_server_url)
+    async with Running(watcher):
+        await eventually(lambda: _count(store, "PodPending", 3))
+        world.advance(START + timedelta(minutes=5))  # scaled to 5: two more pending pods, through the watch
+        await eventually(lambda: _count(store, "PodPending", 5))
+        assert cluster.lists >= 2  # it listed again after the watch broke
+        await eventually(lambda: _ready(watcher))
+    assert identities(await facts(store)) == Counter({key: 1 for key in identities(await facts(store))})
+
+
+async def test_a_fact_recorded_twice_is_in_the_log_once(store, nats_server_url):
+    from services.sim.world import World
+    from services.watcher.facts import Facts
+
+    world = World(parse_scenario(SCENARIO))
+    world.advance(START)
+    reported = [f for e in world.cluster.changes_since(0) for f in Facts().observe(e)]
+    watcher = WatcherService(store, InProcessCluster(world), ManualClock(START), nats_server_url)
+    await watcher.record(reported)
+    await watcher.record(reported)  # a watcher that died after appending and reports them again
+    log = await facts(store)
+    assert len(log) == len(reported) and identities(log) == Counter({key: 1 for key in identities(log)})
+
+
+async def test_lists_and_watches_of_many_objects_come_in_pages(nats_server_url):
+    many = {
+        **SCENARIO,
+        "spec": {**SCENARIO["spec"], "workloads": [{"name": "web", "replicas": 1300, "requests": {"cpu": "1"}}]},
+    }
+    sim = SimService(parse_scenario(many), ManualClock(START), nats_server_url)
+    client = await SimClient.connect(nats_server_url)
+    try:
+        async with Running(sim):
+            await asyncio.sleep(0.3)
+            snapshot = await client.snapshot()
+            assert sum(1 for o in snapshot.objects if o.kind == "Pod") == 1300
+            changes = await client.changes(0)
+            assert len(changes) == sim.world.cluster.resource_version  # every change, over several replies
+    finally:
+        await client.close()

@@ -97,7 +97,7 @@ def test_a_capacity_shortage_moves_the_launch_or_fails_it_only_inside_its_window
     everywhere = SimCloud(catalog, [CapacityWindow(T0, T0 + timedelta(minutes=10), "m5.large")])
     with pytest.raises(InsufficientCapacity) as refused:
         everywhere.create(request(req(INSTANCE_TYPE_LABEL, "In", "m5.large")), T0 + timedelta(minutes=5))
-    assert refused.value.nodeclaim == "claim-1" and len(refused.value.tried) == 3
+    assert refused.value.nodeclaim == "claim-1" and len(refused.value.tried) == 6  # 3 zones x 2 capacity types
     later = everywhere.create(request(req(INSTANCE_TYPE_LABEL, "In", "m5.large")), T0 + timedelta(minutes=10))
     assert later.instance_type.name == "m5.large"
 
@@ -111,3 +111,18 @@ def test_interruptions_pick_running_instances_of_the_capacity_type_and_deletes_e
     assert all(i.interrupted_at == T0 for i in picked)
     cloud.delete(picked[0].provider_id, T0)
     assert picked[0] not in cloud.running() and len(cloud.running()) == 4
+
+
+def test_a_spot_shortage_falls_back_to_on_demand_when_the_claim_allows_it():
+    catalog = generate_catalog(3)
+    cloud = SimCloud(catalog, [CapacityWindow(T0, T0 + timedelta(hours=1), capacity_type=SPOT)])
+    both = req(CAPACITY_TYPE_LABEL, "In", SPOT, ON_DEMAND)
+    assert cloud.create(request(both), T0).offering.capacity_type == ON_DEMAND
+    with pytest.raises(InsufficientCapacity):
+        cloud.create(request(req(CAPACITY_TYPE_LABEL, "In", SPOT)), T0)
+
+
+def test_requirements_on_labels_no_offering_defines_do_not_rule_offerings_out():
+    cloud = SimCloud(generate_catalog(3))
+    template = [req("karpenter.sh/nodepool", "In", "default"), req("team", "In", "a"), req(ARCH_LABEL, "In", "arm64")]
+    assert cloud.create(request(*template), T0).instance_type.arch == "arm64"

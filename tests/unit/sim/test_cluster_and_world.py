@@ -240,3 +240,123 @@ def test_the_timeline_scales_and_interruptions_reclaim_after_the_notice():
     assert instance.interrupted_at == world.scenario.instant("30m") and "c1" in world.cluster.nodes
     world.advance(world.scenario.instant("32m"))
     assert instance.state == "terminated" and "c1" not in world.cluster.nodes
+
+
+def _affinity(kind: str, app: str, key: str = HOSTNAME_LABEL) -> Affinity:
+    return Affinity.model_validate(
+        {
+            kind: {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+                ]
+            }
+        }
+    )
+
+
+def test_required_node_affinity_keeps_pods_in_the_zones_it_names():
+    cluster = SimCluster()
+    for name, zone in (("a1", "zone-a"), ("b1", "zone-b"), ("c1", "zone-c")):
+        cluster.add_node(node(name, cpu=16, zone=zone))
+    only_c = Affinity.model_validate(
+        {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-c"]}]}
+                    ]
+                }
+            }
+        }
+    )
+    for i in range(3):
+        cluster.add_pod(pod(f"p{i}", affinity=only_c))
+    cluster.schedule(T0)
+    assert {p.node_name for p in cluster.pods.values()} == {"c1"}
+
+
+def test_a_placed_pods_anti_affinity_keeps_others_away_too():
+    cluster = SimCluster()
+    cluster.add_node(node("n1", cpu=16))
+    cluster.add_node(node("n2", cpu=16))
+    cluster.add_pod(pod("loner", app="loner", affinity=_affinity("podAntiAffinity", "web")))
+    cluster.schedule(T0)
+    lonely = cluster.pods["default/loner"].node_name
+    for i in range(3):
+        cluster.add_pod(pod(f"web{i}", app="web"))  # no terms of their own
+    cluster.schedule(T0)
+    assert {p.node_name for p in cluster.pods.values() if p.owner_name == "web"} == {"n1", "n2"} - {lonely}
+
+
+def test_spread_counts_only_what_its_selector_matches():
+    from shared.api.pod import TopologySpreadConstraint
+
+    cluster = SimCluster()
+    for name, zone in (("a1", "zone-a"), ("b1", "zone-b")):
+        cluster.add_node(node(name, cpu=16, zone=zone))
+    for i in range(3):  # other pods in zone-a: a constraint on app=api must not count them
+        cluster.add_pod(pod(f"other{i}", app="other", node_selector={ZONE_LABEL: "zone-a"}))
+    cluster.schedule(T0)
+
+    def constraint(selector):
+        return TopologySpreadConstraint.model_validate(
+            {"maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule", **selector}
+        )
+
+    for i in range(4):
+        cluster.add_pod(
+            pod(f"api{i}", app="api", spread=[constraint({"labelSelector": {"matchLabels": {"app": "api"}}})])
+        )
+    cluster.add_pod(pod("free", app="x", spread=[constraint({})]))  # no selector: matches no pod, never skewed
+    cluster.schedule(T0)
+    zones = [cluster.nodes[p.node_name].labels[ZONE_LABEL] for p in cluster.pods.values() if p.owner_name == "api"]
+    assert sorted(zones) == ["zone-a", "zone-a", "zone-b", "zone-b"]
+    assert cluster.pods["default/free"].node_name is not None
+
+
+def test_eviction_rules_for_unhealthy_pods_pending_pods_and_two_budgets():
+    from services.sim.cluster import ClusterError
+
+    cluster = SimCluster()
+    cluster.add_node(node("n1", cpu=16))
+    cluster.add_node(node("n2", cpu=16))
+    for i in range(2):
+        cluster.add_pod(pod(f"web{i}", node_selector={HOSTNAME_LABEL: f"n{i + 1}"}))
+    cluster.add_pod(pod("stuck", node_selector={HOSTNAME_LABEL: "nowhere"}))
+    cluster.schedule(T0)
+    selector = LabelSelector(match_labels={"app": "web"})
+    cluster.apply_pdb(PodDisruptionBudget("default", "web", selector, min_available=2))
+    cluster.evict("default/stuck")  # pending: no budget asked
+    cluster.set_ready("n2", False)  # web1 is now unhealthy, and the budget (2 healthy) is not met
+    with pytest.raises(EvictionRefused):
+        cluster.evict("default/web1")
+    cluster.apply_pdb(PodDisruptionBudget("default", "web-too", selector, max_unavailable=1))
+    with pytest.raises(ClusterError, match="more than one PodDisruptionBudget"):
+        cluster.evict("default/web0")
+
+
+def test_a_daemonset_pod_binds_only_where_it_fits():
+    from services.sim.cluster import DaemonSet
+
+    cluster = SimCluster()
+    cluster.add_node(node("small", cpu=1))
+    cluster.add_node(node("big", cpu=8))
+    cluster.apply_daemonset(DaemonSet("default", "agent", template("2", "agent")))
+    cluster.reconcile(T0)
+    cluster.schedule(T0)
+    assert cluster.pods["default/agent-big"].node_name == "big"
+    assert cluster.pods["default/agent-small"].node_name is None
+
+
+def test_a_watch_older_than_the_kept_history_is_gone(monkeypatch):
+    from services.sim import cluster as module
+    from services.sim.cluster import Gone
+
+    monkeypatch.setattr(module, "HISTORY", 10)
+    cluster = SimCluster()
+    for i in range(25):
+        cluster.add_pod(pod(f"p{i}"))
+    assert cluster.changes_since(cluster.resource_version - 3) == cluster.changes[-3:]
+    assert len(cluster.changes_since(cluster.resource_version - 8, limit=5)) == 5
+    with pytest.raises(Gone):
+        cluster.changes_since(0)

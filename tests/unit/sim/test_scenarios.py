@@ -6,9 +6,11 @@ import copy
 from pathlib import Path
 
 import pytest
+import yaml
 
 from services.sim.world import World
-from shared.api.scenario import ScenarioError, load_scenario, parse_scenario, validate_scenario
+from shared.api.scenario import ScenarioError, parse_scenario, validate_scenario
+from shared.runtime.scenarios import load_scenario
 from tests.conftest import ROOT, nodepool_doc
 
 EXAMPLES = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))
@@ -78,14 +80,14 @@ CASES = [
         "unknown workload",
         lambda s: s["timeline"][0]["scale"].update(workload="api"),
         "spec.timeline[0].scale.workload",
-        "no workload 'api'",
+        "workload 'api': no such workload",
     ),
     ("late", lambda s: s["timeline"][0].update(at="2h"), "spec.timeline[0].at", "after the scenario ends"),
     (
         "unknown pool",
         lambda s: s["timeline"].append({"at": "1m", "deleteNodePool": "b"}),
         "spec.timeline[1].deleteNodePool",
-        "no NodePool 'b'",
+        "no NodePool 'b' then",
     ),
     (
         "pdb both",
@@ -137,6 +139,30 @@ CASES = [
         "greater than or equal to 1",
     ),
     (
+        "deleted then scaled",
+        lambda s: s["timeline"].insert(0, {"at": "1m", "deleteWorkload": "web"}),
+        "spec.timeline[1].scale.workload",
+        "deleted earlier in the timeline",
+    ),
+    (
+        "deleted twice",
+        lambda s: s["timeline"].extend([{"at": "1m", "deleteNodePool": "a"}, {"at": "2m", "deleteNodePool": "a"}]),
+        "spec.timeline[2].deleteNodePool",
+        "no NodePool 'a' then",
+    ),
+    (
+        "listed after, timed before",
+        lambda s: s["timeline"].extend(
+            [
+                {"at": "3m", "applyNodePool": nodepool_doc(**{"metadata.name": "late"})},
+                {"at": "2m", "deleteNodePool": "late"},
+            ]
+        ),
+        "spec.timeline[2].deleteNodePool",
+        "no NodePool 'late' then",
+    ),
+    ("start as a number", lambda s: s.update(start=0), "spec.start", "RFC 3339"),
+    (
         "missing file",
         lambda s: s.update(nodePoolFiles=["nope.yaml"]),
         "spec.nodePoolFiles[0]",
@@ -147,15 +173,17 @@ CASES = [
 
 @pytest.mark.parametrize(("change", "path", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_scenarios_are_refused_with_the_field_path(change, path, fragment):
-    scenario, errors = validate_scenario(_with(change), ROOT)
+    scenario, errors = validate_scenario(_with(change))
     assert scenario is None
     assert any(e.path == path and fragment in e.message for e in errors), errors
     with pytest.raises(ScenarioError, match=path.replace("[", r"\[").replace("]", r"\]")):
-        parse_scenario(_with(change), ROOT)
+        parse_scenario(_with(change))
 
 
 def test_nodepool_files_are_read_relative_to_the_scenario(tmp_path: Path):
     (tmp_path / "pools.yaml").write_text((ROOT / "examples/nodepools/backend1a.yaml").read_text())
     doc = _with(lambda s: s.update(nodePoolFiles=["pools.yaml"]))
-    scenario = parse_scenario(doc, tmp_path)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    scenario = load_scenario(path)
     assert [p.name for p in scenario.nodepools] == ["a", "backend1a"]
