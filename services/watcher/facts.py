@@ -23,6 +23,7 @@ from shared.events import contracts as c
 from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
 from shared.ports.cluster import DELETED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
 
+_LIST_ORDER = {NODEPOOL: 0, NODE: 1, PDB: 2, POD: 3}
 _IDS = uuid.UUID("6f0c6a5e-9a57-4a3e-8a0e-6e6f64657772")
 
 
@@ -82,7 +83,8 @@ class Facts:
         """A full list: facts for what changed while the watch was down, deletions included."""
         out: list[Fact] = []
         present: dict[str, set[str]] = {POD: set(), NODE: set(), NODEPOOL: set(), PDB: set()}
-        for event in snapshot.objects:
+        # pools, then nodes and budgets, then pods: a fact never comes before what it refers to
+        for event in sorted(snapshot.objects, key=lambda e: (_LIST_ORDER.get(e.kind, 9), e.resource_version)):
             present.setdefault(event.kind, set()).add(event.key)
             out.extend(self.observe(event))
         gone = [

@@ -124,3 +124,14 @@ def test_an_invalid_nodepool_is_rejected_once_and_a_fix_applies_it():
     rv = world.cluster.resource_version
     world.cluster.set_nodepool_condition("broken", {**condition, "status": "True", "reason": "ValidationSucceeded"})
     assert [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)] == []  # status only
+
+
+def test_a_list_reports_pools_and_nodes_before_the_pods_that_refer_to_them():
+    world = World(parse_scenario(SCENARIO))
+    world.advance(world.now)
+    launch(world, "general-a")
+    world.advance(world.now + timedelta(minutes=1))
+    world.cluster.taint("general-a", Taint(key="later", effect="PreferNoSchedule"))  # the node changes last
+    facts = Facts().resync(world.cluster.snapshot())
+    order = [f.event.TYPE for f in facts]
+    assert order.index("NodePoolApplied") < order.index("NodeRegistered") < order.index("PodBound")
