@@ -107,14 +107,16 @@ class AuditResult:
 async def fold_database(
     url: str, *, until: datetime | None = None, explain: str | None = None, workers: int | None = None
 ) -> tuple[Replay, dict[str, PoolCounters]]:
-    """The replay of the database's log, and its live counters."""
+    """The replay of the database's log, and its live counters, both as of one instant: every
+    read (and every worker's) goes through one exported snapshot, so writers may go on."""
     store = await open_store(url)
     try:
-        live = await store.counters()
-        sizes = {name: pool.version for name, pool in live.items() if pool.version}
-        if not sizes:  # a log written around the store (imported, planted): ask the log itself
-            sizes = await store.pool_sizes()
-        replay = await fold_log(store, url, sizes, until=until, explain=explain, workers=workers)
+        async with store.exported_snapshot() as snapshot:
+            live = await store.counters(snapshot=snapshot)
+            sizes = {name: pool.version for name, pool in live.items() if pool.version}
+            if not sizes:  # a log written around the store (imported, planted): ask the log itself
+                sizes = await store.pool_sizes(snapshot=snapshot)
+            replay = await fold_log(store, url, sizes, until=until, explain=explain, workers=workers, snapshot=snapshot)
     finally:
         await store.close()
     return replay, live

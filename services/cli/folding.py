@@ -39,43 +39,51 @@ async def fold_log(
     until: datetime | None = None,
     explain: str | None = None,
     workers: int | None = None,
+    snapshot: str | None = None,
 ) -> Replay:
     """The replay of the whole log. `sizes` (events per pool, e.g. the counter rows' versions)
-    balances the partitions; `workers` defaults to the cores this process may use."""
+    balances the partitions; `workers` defaults to the cores this process may use; with
+    `snapshot` (`EventStore.exported_snapshot`), every process reads the log as of that instant."""
     partitions = split_pools(sizes, workers or available_cores())
+    reads = _reads(until, explain, snapshot)
     with _no_collector():
         if len(partitions) > 1:
-            joined = await _fold_split(store, url, partitions, until, explain)
+            joined = await _fold_split(store, url, partitions, reads, explain)
             if joined is not None:
                 return joined
-        return await _fold(store.log_entries(**_reads(until, explain)), Replay(explain=explain))
+        return await _fold(store.log_entries(**reads), Replay(explain=explain))
 
 
-def _reads(until: datetime | None, explain: str | None) -> dict[str, Any]:
+def _reads(until: datetime | None, explain: str | None, snapshot: str | None) -> dict[str, Any]:
     """`until` applied by PostgreSQL; decision times decoded only where a rule or the story reads them."""
-    return {"until": until, "timed": None if explain else TIMED_EVENTS}
+    return {"until": until, "timed": None if explain else TIMED_EVENTS, "snapshot": snapshot}
 
 
 async def _fold_split(
-    store: EventStore, url: str, partitions: list[Partition], until: datetime | None, explain: str | None
+    store: EventStore, url: str, partitions: list[Partition], reads: dict[str, Any], explain: str | None
 ) -> Replay | None:
     context = multiprocessing.get_context("fork")  # the workers inherit the loaded code: no imports to wait for
-    with ProcessPoolExecutor(len(partitions) - 1, mp_context=context) as workers:
+    workers = ProcessPoolExecutor(len(partitions) - 1, mp_context=context)
+    try:
         running = asyncio.get_running_loop()
         others = [
-            running.run_in_executor(workers, _fold_partition, url, partition, until, explain)
+            running.run_in_executor(workers, _fold_partition, url, partition, reads, explain)
             for partition in partitions[1:]
         ]
         mine = await _fold(
-            store.log_entries(partition=partitions[0], **_reads(until, explain)), Replay(explain=explain)
+            store.log_entries(partition=partitions[0], **reads), Replay(explain=explain, mentioned=set())
         )
         parts: list[tuple[Replay, Sequence[str]]] = [(mine, list(mine.claims)), *await asyncio.gather(*others)]
-    uncounted = await store.uncounted(until)
+    except BaseException:
+        workers.shutdown(wait=False, cancel_futures=True)  # never block the loop on the others
+        raise
+    workers.shutdown()
+    uncounted = await store.uncounted(reads["until"], snapshot=reads["snapshot"])
     return Replay.joined([part for part, _ in parts], [claims for _, claims in parts], uncounted)
 
 
 def _fold_partition(
-    url: str, partition: Partition, until: datetime | None, explain: str | None
+    url: str, partition: Partition, reads: dict[str, Any], explain: str | None
 ) -> tuple[Replay, list[str]]:
     """A worker's share: its fold without what cannot or need not cross a process boundary."""
 
@@ -83,7 +91,7 @@ def _fold_partition(
         store = EventStore.connect(url, pool_size=1)
         try:
             replay = await _fold(
-                store.log_entries(partition=partition, **_reads(until, explain)), Replay(explain=explain)
+                store.log_entries(partition=partition, **reads), Replay(explain=explain, mentioned=set())
             )
         finally:
             await store.close()

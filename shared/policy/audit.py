@@ -76,7 +76,9 @@ class Replay:
     claims: dict[str, ClaimState] = field(default_factory=dict)
     violations: list[AuditViolation] = field(default_factory=list)
     story: list[Chapter] = field(default_factory=list)
-    unknown_claims: set[str] = field(default_factory=set)  # looked up and not found, when a rule needed them
+    mentioned: set[str] | None = None
+    """With a set, every claim name a counted event mentions is added: what a part of a split
+    fold tells `joined` (None: not tracked, as one fold of the whole log needs none)."""
 
     def pool(self, name: str) -> PoolCounters:
         pool = self.pools.get(name)
@@ -90,7 +92,7 @@ class Replay:
         not the log's order, so the fold goes on)."""
         claim = self.explain.removeprefix("nodeclaim-") if self.explain else None
         until = self.until
-        pools, claims = self.pools, self.claims
+        pools, claims, mentioned = self.pools, self.claims, self.mentioned
         for entry in entries:
             position, _, event_type, data, occurred_at = entry
             if until is not None and occurred_at > until:
@@ -107,6 +109,8 @@ class Replay:
                 self.launches += 1
             elif event_type == "DisruptionDecided":
                 self.disruptions += 1
+            if mentioned is not None:
+                _mention(mentioned, data)
             pool = pools.get(name) or self.pool(name)
             explaining = claim is not None and _mentions(claim, data)
             try:
@@ -116,11 +120,8 @@ class Replay:
                 continue
             if outcome.violation is not None:
                 self._violation(entry, outcome.violation.rule, outcome.violation.detail)
-                unknown = outcome.violation.numbers.get("unknown_claim")
-                if unknown is not None:
-                    self.unknown_claims.add(unknown)
             if explaining:
-                self.story.append(_chapter(LogEntry(*entry), outcome.record, outcome.violation))
+                self.story.append(_told(LogEntry(*entry), outcome.record, outcome.violation))
 
     def _violation(self, entry: Sequence[Any], rule: str, detail: str) -> None:
         position, stream_id, event_type, _, _ = entry
@@ -137,8 +138,10 @@ class Replay:
     ) -> Replay | None:
         """The fold of the whole log from folds of its partitions (`Partition`), or None when they
         may differ from one fold of the whole: when two parts created claims of the same name, or
-        a part's rule looked for a claim that another part holds. `claims` are each part's claim
-        names; `uncounted` is (count, last position) of the events no part read."""
+        a part's events mention a claim (as `nodeclaim` or a candidate) that another part holds,
+        since only then can a rule or a step in one part depend on another part's state. `claims`
+        are each part's claim names; `uncounted` is (count, last position) of the events no part
+        read; each part must have been fed with `mentioned` tracked."""
         first = parts[0]
         owner: dict[str, int] = {}
         for index, names in enumerate(claims):
@@ -146,7 +149,9 @@ class Replay:
                 if owner.setdefault(name, index) != index:
                     return None
         for index, part in enumerate(parts):
-            if any(owner.get(name, index) != index for name in part.unknown_claims):
+            if part.mentioned is None:
+                raise ValueError("a part of a split fold must track the claims it mentions")
+            if any(owner.get(name, index) != index for name in part.mentioned):
                 return None
         count, last = uncounted
         out = cls(until=first.until, explain=first.explain, events=count, last_position=last)
@@ -201,7 +206,25 @@ def split_pools(sizes: Mapping[str, int], parts: int) -> list[Partition]:
 
 
 def _mentions(claim: str, data: dict[str, Any]) -> bool:
-    return data.get("nodeclaim") == claim or claim in (data.get("candidates") or ())
+    candidates = data.get("candidates")
+    return data.get("nodeclaim") == claim or (isinstance(candidates, list) and claim in candidates)
+
+
+def _mention(into: set[str], data: dict[str, Any]) -> None:
+    name = data.get("nodeclaim")
+    if isinstance(name, str):
+        into.add(name)
+    candidates = data.get("candidates")
+    if isinstance(candidates, list):
+        into.update(c for c in candidates if isinstance(c, str))
+
+
+def _told(entry: LogEntry, record: dict[str, Any] | None, violation: Any) -> Chapter:
+    """A chapter of the story, even for an event too malformed to tell properly."""
+    try:
+        return _chapter(entry, record, violation)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        return Chapter(entry.position, entry.occurred_at, entry.type, f"{entry.type} (malformed: {exc!r})")
 
 
 def _chapter(entry: LogEntry, record: dict[str, Any] | None, violation: Any) -> Chapter:

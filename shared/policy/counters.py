@@ -424,7 +424,7 @@ def _check_launched(
 def _not_in_flight(claim: ClaimState | None, data: dict[str, Any]) -> Outcome | None:
     name = data["nodeclaim"]
     if claim is None:
-        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} was never created", unknown_claim=name)
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {name} was never created")
     if claim.nodepool != data["nodepool"]:
         return _violation(Rule.LIFECYCLE, f"nodeclaim {name} belongs to nodepool {claim.nodepool}")
     if claim.phase != IN_FLIGHT:
@@ -435,9 +435,7 @@ def _not_in_flight(claim: ClaimState | None, data: dict[str, Any]) -> Outcome | 
 def _check_known(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any], at: datetime, record: bool) -> Outcome:
     claim = claims.get(data["nodeclaim"])
     if claim is None:
-        return _violation(
-            Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} was never created", unknown_claim=data["nodeclaim"]
-        )
+        return _violation(Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} was never created")
     if claim.nodepool != data["nodepool"]:
         return _violation(Rule.LIFECYCLE, f"nodeclaim {data['nodeclaim']} belongs to nodepool {claim.nodepool}")
     return OK
@@ -452,10 +450,7 @@ def _check_decided(
     for name in data["candidates"]:
         claim = claims.get(name)
         if claim is None or claim.phase == ENDED or claim.nodepool != pool.nodepool:
-            unknown = {"unknown_claim": name} if claim is None else {}
-            return _violation(
-                Rule.LIFECYCLE, f"candidate {name} is not a live NodeClaim of nodepool {pool.nodepool}", **unknown
-            )
+            return _violation(Rule.LIFECYCLE, f"candidate {name} is not a live NodeClaim of nodepool {pool.nodepool}")
         if name in pool.disrupting:
             return _violation(Rule.LIFECYCLE, f"candidate {name} is already being disrupted")
     reason = data["reason"]

@@ -29,6 +29,7 @@ insert afresh each time cost PostgreSQL more than running it.
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -361,6 +362,7 @@ class EventStore:
         partition: Partition | None = None,
         until: datetime | None = None,
         timed: Iterable[str] | None = None,
+        snapshot: str | None = None,
     ) -> AsyncIterator[Sequence[Sequence[Any]]]:
         """The log as a replay reads it: rows of (position, stream_id, type, data, occurred_at), the
         JSON parsed by orjson as the rows are decoded. With `partition`, only its events; with
@@ -379,7 +381,7 @@ class EventStore:
             arguments.append(sorted(timed))
             at = f"CASE WHEN type = ANY(${len(arguments) + 2}::text[]) THEN occurred_at END"
         async for rows in self._pages(
-            f"position, stream_id, type, data, {at}", from_position, batch_size, where, arguments
+            f"position, stream_id, type, data, {at}", from_position, batch_size, where, arguments, snapshot
         ):
             yield rows
 
@@ -391,17 +393,17 @@ class EventStore:
         async for rows in self._pages("position, type, data", 0, batch_size, "type = ANY($3::text[])", [list(types)]):
             yield [(t, d) for _, t, d in rows]
 
-    async def pool_sizes(self) -> dict[str, int]:
+    async def pool_sizes(self, *, snapshot: str | None = None) -> dict[str, int]:
         """Events per pool the log names, counted by PostgreSQL (a scan: the counter rows'
         versions say the same for every pool the store itself wrote to)."""
-        async with self.driver_connection() as raw:
+        async with self.reading(snapshot) as raw:
             rows = await raw.fetch("SELECT nodepool, count(*) FROM events WHERE nodepool IS NOT NULL GROUP BY 1")
         return {name: count for name, count in rows}
 
-    async def uncounted(self, until: datetime | None = None) -> tuple[int, int]:
+    async def uncounted(self, until: datetime | None = None, *, snapshot: str | None = None) -> tuple[int, int]:
         """How many events no partition folds (they name no pool and count nowhere), and the last
         of their positions: a split replay counts them here, in PostgreSQL."""
-        async with self.driver_connection() as raw:
+        async with self.reading(snapshot) as raw:
             row = await raw.fetchrow(
                 "SELECT count(*), coalesce(max(position), 0) FROM events WHERE nodepool IS NULL"
                 " AND type <> ALL($1::text[]) AND ($2::timestamptz IS NULL OR occurred_at <= $2)",
@@ -411,10 +413,16 @@ class EventStore:
         return row[0], row[1]
 
     async def _pages(
-        self, columns: str, from_position: int, batch_size: int, where: str = "TRUE", arguments: Sequence[Any] = ()
+        self,
+        columns: str,
+        from_position: int,
+        batch_size: int,
+        where: str = "TRUE",
+        arguments: Sequence[Any] = (),
+        snapshot: str | None = None,
     ) -> AsyncIterator[list[Any]]:
         query = f"SELECT {columns} FROM events WHERE position > $1 AND {where} ORDER BY position LIMIT $2"
-        async with self.driver_connection() as raw:
+        async with self.reading(snapshot) as raw:
             statement = await raw.prepare(query)
             position = from_position
             while True:
@@ -424,12 +432,33 @@ class EventStore:
                 position = rows[-1][0]
                 yield rows
 
+    @asynccontextmanager
+    async def exported_snapshot(self) -> AsyncIterator[str]:
+        """The id of one consistent view of the store, held until the block ends, that other
+        connections and processes read through (`reading`): an audit's counters, log and
+        tallies all from the same instant, however busy the writers."""
+        async with self.driver_connection() as raw, raw.transaction(isolation="repeatable_read", readonly=True):
+            yield await raw.fetchval("SELECT pg_export_snapshot()")
+
+    @asynccontextmanager
+    async def reading(self, snapshot: str | None = None) -> AsyncIterator[asyncpg.Connection]:
+        """A connection that sees the exported `snapshot` (or the latest data, without one)."""
+        async with self.driver_connection() as raw:
+            if snapshot is None:
+                yield raw
+                return
+            if not _SNAPSHOT_ID.fullmatch(snapshot):
+                raise ValueError(f"not a PostgreSQL snapshot id: {snapshot!r}")
+            async with raw.transaction(isolation="repeatable_read", readonly=True):
+                await raw.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+                yield raw
+
     async def head_position(self) -> int:
         async with self.driver_connection() as raw:
             return await raw.fetchval("SELECT coalesce(max(position), 0) FROM events")
 
-    async def counters(self, nodepool: str | None = None) -> dict[str, PoolCounters]:
-        async with self.driver_connection() as raw:
+    async def counters(self, nodepool: str | None = None, *, snapshot: str | None = None) -> dict[str, PoolCounters]:
+        async with self.reading(snapshot) as raw:
             if nodepool is None:
                 rows = await raw.fetch("SELECT * FROM nodepool_counters ORDER BY nodepool")
             else:
@@ -437,6 +466,7 @@ class EventStore:
         return {r["nodepool"]: _pool_from_row(r, r["spec"]) for r in rows}
 
 
+_SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
 _SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
 
 

@@ -275,3 +275,17 @@ def test_a_rejected_update_takes_the_pool_out_until_a_valid_spec_is_applied_agai
     out = replay(entries(events))
     assert [(v.position, v.rule) for v in out.violations] == [(4, "nodepool")]
     assert "is not applied" in out.violations[0].detail
+
+
+def test_explaining_a_claim_survives_malformed_events_about_it():
+    from shared.policy.audit import LogEntry
+
+    log = entries([applied("p"), created("a", "p"), terminated("a", "p")])
+    log += [
+        LogEntry(4, "nodeclaim-a", "NodeClaimLaunched", {"nodeclaim": "a", "nodepool": "p"}, T0),  # no provider_id
+        LogEntry(5, "disruption-x", "DisruptionDecided", {"nodepool": "p", "candidates": 5}, T0),
+    ]
+    out = replay(log, explain="nodeclaim-a")
+    assert [c.position for c in out.story] == [2, 3, 4]
+    assert "malformed" in out.story[-1].text
+    assert {v.position for v in out.violations} == {4, 5}

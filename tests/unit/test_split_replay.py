@@ -41,7 +41,11 @@ def split_fold(log: list[LogEntry], workers: int, explain: str | None = None) ->
     known = dict(list(sizes.items())[:-1])  # the last pool stands for one the counter table lacks
     partitions = split_pools(known, workers)
     routed, uncounted = route(log, partitions)
-    parts = [replay(entries, explain=explain) for entries in routed]
+    parts = []
+    for share in routed:
+        part = Replay(explain=explain, mentioned=set())
+        part.feed(share)
+        parts.append(part)
     last = max((e.position for e in uncounted), default=0)
     return Replay.joined(parts, [list(p.claims) for p in parts], (len(uncounted), last))
 
@@ -60,12 +64,15 @@ def same(a: Replay, b: Replay) -> None:
 
 @st.composite
 def logs(draw, crossing: bool):
-    """Pools applied with small limits, then claims going through their lifecycle. With `crossing`,
-    some events name a pool other than their claim's, or reuse a claim's name elsewhere."""
-    events = [applied(p, {"nodes": str(draw(st.integers(1, 4)))}, budgets=[{"nodes": "1"}]) for p in POOLS]
+    """Pools (some never applied) with small limits, then claims going through their lifecycle,
+    decisions over one or more candidates, and now and then a malformed payload. With
+    `crossing`, some events name a pool other than their claim's, mention another pool's claims,
+    or reuse a claim's name elsewhere."""
+    applied_pools = [p for p in POOLS if draw(st.integers(0, 4))]
+    events = [applied(p, {"nodes": str(draw(st.integers(1, 4)))}, budgets=[{"nodes": "1"}]) for p in applied_pools]
     live: dict[str, str] = {}
     for i in range(draw(st.integers(0, 40))):
-        step = draw(st.sampled_from(["create", "launch", "init", "end", "fail", "disrupt"]))
+        step = draw(st.sampled_from(["create", "launch", "init", "end", "fail", "disrupt", "broken"]))
         if step == "create" or not live:
             pool = draw(st.sampled_from(POOLS))
             name = draw(st.sampled_from(sorted(live))) if crossing and live and draw(st.booleans()) else f"c{i}"
@@ -82,9 +89,23 @@ def logs(draw, crossing: bool):
             events.append(terminated(name, pool))
         elif step == "fail":
             events.append(failed(name, pool))
+        elif step == "broken":
+            events.append(_Raw(f"nodeclaim-{name}", "NodeClaimCreated", {"nodeclaim": name, "nodepool": pool}))
         else:
-            events.append(decided(f"d{i}", pool, "Empty", [name]))
+            mates = [n for n in sorted(live) if crossing or live[n] == live[name]]
+            extra = draw(st.lists(st.sampled_from([*mates, "nobody"]), max_size=2))
+            events.append(decided(f"d{i}", pool, "Empty", [name, *extra] if draw(st.booleans()) else [*extra, name]))
     return entries(events)
+
+
+class _Raw:
+    """An event as a buggy writer might have put it in the log."""
+
+    def __init__(self, stream_id: str, kind: str, data: dict) -> None:
+        self.stream_id, self.TYPE, self._data = stream_id, kind, data
+
+    def payload(self) -> dict:
+        return dict(self._data)
 
 
 @settings(max_examples=150, deadline=None)
@@ -122,3 +143,17 @@ def test_pools_are_dealt_largest_first_to_the_lightest_partition():
     assert not parts[1].rest and parts[1].assigned == ()
     assert len(split_pools({"a": 1}, 4)) == 1
     assert split_pools({}, 4) == [Partition((), rest=True, assigned=())]
+
+
+def test_a_decision_that_stops_at_an_unknown_candidate_still_refuses_the_join():
+    # the check stops at "nobody", and the step then marks b's claim as disrupting in pool a
+    log = entries(
+        [applied("a"), applied("b"), created("x", "b"), decided("d", "a", "Empty", ["nobody", "x"]), applied("c")]
+    )
+    assert split_fold(log, 2) is None
+
+
+def test_a_malformed_re_creation_of_another_partitions_claim_refuses_the_join():
+    broken = _Raw("nodeclaim-x", "NodeClaimCreated", {"nodeclaim": "x", "nodepool": "a"})
+    log = entries([applied("a"), applied("b"), created("x", "b"), broken, applied("c")])
+    assert split_fold(log, 2) is None
