@@ -14,8 +14,8 @@ from decimal import Decimal
 
 from services.sim.catalog import ON_DEMAND, SPOT, InstanceType, Offering, offering_labels
 from shared.api.core import Requirement, Taint
-from shared.policy.requirements import allows
 from shared.ports import cloud as ports
+from shared.scheduling.requirements import Requirements
 
 RUNNING, TERMINATED = "running", "terminated"
 
@@ -93,6 +93,9 @@ class SimCloud:
         self.by_name = {t.name: t for t in self.catalog}
         self.windows = list(windows)
         self.instances: dict[str, Instance] = {}
+        self._offered = [
+            (it, o, Requirements.from_labels(offering_labels(it, o))) for it in self.catalog for o in it.offerings
+        ]
         self._seed = seed
         self._launched = 0
 
@@ -103,15 +106,13 @@ class SimCloud:
         """Every (type, offering) the claim's requirements allow and whose allocatable holds its
         requests. Like upstream's `Intersects`, a requirement on a label the offering does not
         define (the pool's own labels, `karpenter.sh/nodepool`) does not rule it out."""
-        out = []
-        for it in self.catalog:
-            if any(it.allocatable.get(name, Decimal(0)) < value for name, value in request.requests.items()):
-                continue
-            for offering in it.offerings:
-                labels = offering_labels(it, offering)
-                if allows([r for r in request.requirements if r.key in labels], labels):
-                    out.append((it, offering))
-        return out
+        wanted = Requirements.of(request.requirements)
+        return [
+            (it, offering)
+            for it, offering, offered in self._offered
+            if all(it.allocatable.get(name, Decimal(0)) >= value for name, value in request.requests.items())
+            and not offered.intersects(wanted)
+        ]
 
     def create(self, request: LaunchRequest, now: datetime) -> Instance:
         """The cheapest offering not short at `now`: spot when the claim allows an available one

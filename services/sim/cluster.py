@@ -21,9 +21,9 @@ from shared.api.labels import HOSTNAME_LABEL
 from shared.api.pod import Affinity, LabelSelector, TopologySpreadConstraint, WhenUnsatisfiable
 from shared.api.quantity import format_quantity
 from shared.api.scenario import STATEFULSET
-from shared.policy.requirements import selector_allows
 from shared.ports import cluster as ports
 from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
+from shared.scheduling.requirements import selector_allows
 
 DAEMONSET = "DaemonSet"
 HISTORY = 50_000

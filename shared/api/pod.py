@@ -54,7 +54,7 @@ class NodeSelectorTerm(APIModel):
 
 
 class NodeSelector(APIModel):
-    """Terms are ORed, a term's expressions ANDed (`shared.policy.requirements.selector_allows`)."""
+    """Terms are ORed, a term's expressions ANDed (`shared.scheduling.requirements.selector_allows`)."""
 
     node_selector_terms: Annotated[list[NodeSelectorTerm], Field(min_length=1)]
 
