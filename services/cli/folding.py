@@ -64,6 +64,7 @@ async def _fold_split(
 ) -> Replay | None:
     context = multiprocessing.get_context("fork")  # the workers inherit the loaded code: no imports to wait for
     workers = ProcessPoolExecutor(len(partitions) - 1, mp_context=context)
+    uncounted = asyncio.ensure_future(store.uncounted(reads["until"], snapshot=reads["snapshot"]))
     try:
         running = asyncio.get_running_loop()
         others = [
@@ -74,12 +75,13 @@ async def _fold_split(
             store.log_entries(partition=partitions[0], **reads), Replay(explain=explain, mentioned=set())
         )
         parts: list[tuple[Replay, Sequence[str]]] = [(mine, list(mine.claims)), *await asyncio.gather(*others)]
+        tally = await uncounted  # counted by PostgreSQL meanwhile
     except BaseException:
+        uncounted.cancel()
         workers.shutdown(wait=False, cancel_futures=True)  # never block the loop on the others
         raise
     workers.shutdown()
-    uncounted = await store.uncounted(reads["until"], snapshot=reads["snapshot"])
-    return Replay.joined([part for part, _ in parts], [claims for _, claims in parts], uncounted)
+    return Replay.joined([part for part, _ in parts], [claims for _, claims in parts], tally)
 
 
 def _fold_partition(

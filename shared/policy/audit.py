@@ -110,7 +110,7 @@ class Replay:
             elif event_type == "DisruptionDecided":
                 self.disruptions += 1
             if mentioned is not None:
-                _mention(mentioned, data)
+                _mention(mentioned, claims, data)
             pool = pools.get(name) or self.pool(name)
             explaining = claim is not None and _mentions(claim, data)
             try:
@@ -210,13 +210,15 @@ def _mentions(claim: str, data: dict[str, Any]) -> bool:
     return data.get("nodeclaim") == claim or (isinstance(candidates, list) and claim in candidates)
 
 
-def _mention(into: set[str], data: dict[str, Any]) -> None:
+def _mention(into: set[str], known: Mapping[str, Any], data: dict[str, Any]) -> None:
+    """Claim names the event mentions that this part does not hold yet (the ones it holds are
+    its own, and cannot be another part's)."""
     name = data.get("nodeclaim")
-    if isinstance(name, str):
+    if isinstance(name, str) and name not in known:
         into.add(name)
     candidates = data.get("candidates")
     if isinstance(candidates, list):
-        into.update(c for c in candidates if isinstance(c, str))
+        into.update(c for c in candidates if isinstance(c, str) and c not in known)
 
 
 def _told(entry: LogEntry, record: dict[str, Any] | None, violation: Any) -> Chapter:
