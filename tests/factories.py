@@ -92,3 +92,20 @@ def entries(events: list[c.Event], start: datetime = T0, step: timedelta = timed
 
 def new(event: c.Event, at: datetime = T0, **kwargs: Any) -> NewEvent:
     return NewEvent.of(event, occurred_at=at, producer="test", **kwargs)
+
+
+def scenario_doc(name: str = "t", **spec: Any) -> dict[str, Any]:
+    """A Scenario document starting at T0 for an hour, with `spec` fields added or replaced."""
+    return {
+        "apiVersion": "nodewright.dev/v1alpha1",
+        "kind": "Scenario",
+        "metadata": {"name": name},
+        "spec": {"start": T0.replace(hour=9).isoformat(), "duration": "1h", **spec},
+    }
+
+
+def startup_tainted_pool(name: str = "general") -> dict[str, Any]:
+    """A NodePool whose nodes start with an agent's NoExecute taint."""
+    pool = nodepool_doc(**{"metadata.name": name})
+    pool["spec"]["template"]["spec"]["startupTaints"] = [{"key": "agent-not-ready", "effect": "NoExecute"}]
+    return pool

@@ -34,6 +34,13 @@ def environment(tmp_path: Path, database_url: str | None, nats_url: str | None) 
     return env
 
 
+def up(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`nodewright up ... --no-live` to its end."""
+    return subprocess.run(
+        [NODEWRIGHT, "up", *args, "--no-live"], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
+
+
 def pids(output: str) -> dict[str, int]:
     return {name: int(pid) for name, pid in re.findall(r"started (\w+) \(pid (\d+)\)", output)}
 
@@ -68,14 +75,7 @@ async def published(nats_url: str) -> int:
 
 def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_url, nats_server_url):
     env = environment(tmp_path, fresh_database_url, nats_server_url)
-    done = subprocess.run(
-        [NODEWRIGHT, "up", "--scenario", BURST, "--speed", "60", "--for", "6", "--no-live"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    done = up(tmp_path, env, "--scenario", BURST, "--speed", "60", "--for", "6")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stopped: every process and server is down" in done.stdout
     started = pids(done.stdout)
@@ -132,14 +132,7 @@ def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothi
         assert "Traceback" not in log, log[-2000:]
     time.sleep(1)
     assert servers_under(tmp_path / "data") == []
-    again = subprocess.run(
-        [NODEWRIGHT, "up", "--scenario", BURST, "--for", "3", "--no-live"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    again = up(tmp_path, env, "--scenario", BURST, "--for", "3")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "database already at revision" in again.stdout
     assert servers_under(tmp_path / "data") == []
@@ -148,14 +141,7 @@ def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothi
 def test_a_bad_scenario_starts_nothing(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(Path(BURST).read_text().replace("replicas: 60", "replicas: -1"))
-    done = subprocess.run(
-        [NODEWRIGHT, "up", "--scenario", str(bad), "--for", "1", "--no-live"],
-        capture_output=True,
-        text=True,
-        env=environment(tmp_path, None, None),
-        cwd=tmp_path,
-        timeout=60,
-    )
+    done = up(tmp_path, environment(tmp_path, None, None), "--scenario", str(bad), "--for", "1")
     assert done.returncode == 2
     assert "spec.timeline[0].scale.replicas" in done.stderr and "started" not in done.stdout
     assert not (tmp_path / "data" / "postgres").exists()

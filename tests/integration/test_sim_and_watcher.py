@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from services.sim.service import SimService
+from services.watcher.facts import WATCHER_FACTS
 from services.watcher.service import WatcherService
 from shared.adapters.sim import SimClient
 from shared.api.scenario import parse_scenario
@@ -18,30 +19,22 @@ from shared.clock import ManualClock
 from shared.ports.cloud import InsufficientCapacityError
 from shared.ports.cluster import EvictionRefused
 from shared.store.eventstore import EventStore
-from tests.conftest import nodepool_doc
+from tests.factories import scenario_doc, startup_tainted_pool
 
 pytestmark = pytest.mark.timeout(90)
 START = datetime(2026, 11, 23, 9, tzinfo=UTC)
-POOL = nodepool_doc(**{"metadata.name": "general"})
-POOL["spec"]["template"]["spec"]["startupTaints"] = [{"key": "agent-not-ready", "effect": "NoExecute"}]
-SCENARIO = {
-    "apiVersion": "nodewright.dev/v1alpha1",
-    "kind": "Scenario",
-    "metadata": {"name": "small"},
-    "spec": {
-        "start": START.isoformat(),
-        "duration": "1h",
-        "cloud": {
-            "instanceTypes": 60,
-            "launchLatency": "30s",
-            "registrationLatency": "10s",
-            "insufficientCapacity": [{"capacityType": "spot", "from": "0s", "to": "1h"}],
-        },
-        "nodePools": [POOL],
-        "workloads": [{"name": "web", "replicas": 3, "requests": {"cpu": "1"}, "pdb": {"minAvailable": 3}}],
-        "timeline": [{"at": "5m", "scale": {"workload": "web", "replicas": 5}}],
+SCENARIO = scenario_doc(
+    "small",
+    cloud={
+        "instanceTypes": 60,
+        "launchLatency": "30s",
+        "registrationLatency": "10s",
+        "insufficientCapacity": [{"capacityType": "spot", "from": "0s", "to": "1h"}],
     },
-}
+    nodePools=[startup_tainted_pool()],
+    workloads=[{"name": "web", "replicas": 3, "requests": {"cpu": "1"}, "pdb": {"minAvailable": 3}}],
+    timeline=[{"at": "5m", "scale": {"workload": "web", "replicas": 5}}],
+)
 LAUNCH = {
     "nodeclaim": "general-a",
     "nodepool": "general",
@@ -53,22 +46,7 @@ LAUNCH = {
 
 
 async def facts(store: EventStore) -> list[tuple[str, dict]]:
-    return [
-        fact
-        async for page in store.read_types(
-            [
-                "PodPending",
-                "PodBound",
-                "PodDeleted",
-                "NodeRegistered",
-                "NodeInitialized",
-                "NodeDeleted",
-                "NodePoolApplied",
-                "PodDisruptionBudgetApplied",
-            ]
-        )
-        for fact in page
-    ]
+    return [fact async for page in store.read_types(WATCHER_FACTS) for fact in page]
 
 
 async def eventually(check, timeout: float = 20.0):

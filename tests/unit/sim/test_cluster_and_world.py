@@ -24,6 +24,7 @@ from shared.api.labels import HOSTNAME_LABEL, ZONE_LABEL
 from shared.api.pod import Affinity, LabelSelector
 from shared.api.quantity import parse
 from shared.api.scenario import DEPLOYMENT, STATEFULSET, parse_scenario
+from tests.factories import scenario_doc
 
 T0 = datetime(2026, 11, 23, 9, tzinfo=UTC)
 ON_DEMAND_ONLY = Requirement(key="karpenter.sh/capacity-type", operator="In", values=["on-demand"])
@@ -178,25 +179,18 @@ def test_controllers_replace_lost_replicas_and_daemonsets_follow_nodes():
     assert kinds.count("Node") >= 3 and cluster.changes_since(cluster.resource_version) == []
 
 
-SCENARIO = {
-    "apiVersion": "nodewright.dev/v1alpha1",
-    "kind": "Scenario",
-    "metadata": {"name": "t"},
-    "spec": {
-        "start": "2026-11-23T09:00:00Z",
-        "duration": "1h",
-        "seed": 3,
-        "cloud": {
-            "instanceTypes": 120,
-            "launchLatency": "30s",
-            "registrationLatency": "20s",
-            "insufficientCapacity": [{"capacityType": "spot", "from": "0s", "to": "10m"}],
-            "interruptions": [{"at": "30m", "capacityType": "on-demand", "count": 1}],
-        },
-        "workloads": [{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}],
-        "timeline": [{"at": "5m", "scale": {"workload": "web", "replicas": 4}}],
+SCENARIO = scenario_doc(
+    seed=3,
+    cloud={
+        "instanceTypes": 120,
+        "launchLatency": "30s",
+        "registrationLatency": "20s",
+        "insufficientCapacity": [{"capacityType": "spot", "from": "0s", "to": "10m"}],
+        "interruptions": [{"at": "30m", "capacityType": "on-demand", "count": 1}],
     },
-}
+    workloads=[{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}],
+    timeline=[{"at": "5m", "scale": {"workload": "web", "replicas": 4}}],
+)
 
 
 def test_a_launched_node_registers_with_startup_taints_then_turns_ready_without_them():

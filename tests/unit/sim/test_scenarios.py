@@ -12,21 +12,15 @@ from services.sim.world import World
 from shared.api.scenario import ScenarioError, parse_scenario, validate_scenario
 from shared.runtime.scenarios import load_scenario
 from tests.conftest import ROOT, nodepool_doc
+from tests.factories import scenario_doc
 
 EXAMPLES = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))
 
-BASE = {
-    "apiVersion": "nodewright.dev/v1alpha1",
-    "kind": "Scenario",
-    "metadata": {"name": "t"},
-    "spec": {
-        "start": "2026-11-23T09:00:00Z",
-        "duration": "1h",
-        "nodePools": [nodepool_doc(**{"metadata.name": "a"})],
-        "workloads": [{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}],
-        "timeline": [{"at": "5m", "scale": {"workload": "web", "replicas": 4}}],
-    },
-}
+BASE = scenario_doc(
+    nodePools=[nodepool_doc(**{"metadata.name": "a"})],
+    workloads=[{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}],
+    timeline=[{"at": "5m", "scale": {"workload": "web", "replicas": 4}}],
+)
 
 
 def test_there_are_the_four_required_examples():

@@ -12,21 +12,13 @@ from services.watcher.facts import Facts
 from shared.api.core import Requirement, Taint
 from shared.api.scenario import parse_scenario
 from tests.conftest import nodepool_doc
+from tests.factories import scenario_doc, startup_tainted_pool
 
-POOL = nodepool_doc(**{"metadata.name": "general"})
-POOL["spec"]["template"]["spec"]["startupTaints"] = [{"key": "agent-not-ready", "effect": "NoExecute"}]
-SCENARIO = {
-    "apiVersion": "nodewright.dev/v1alpha1",
-    "kind": "Scenario",
-    "metadata": {"name": "t"},
-    "spec": {
-        "start": "2026-11-23T09:00:00Z",
-        "duration": "1h",
-        "cloud": {"instanceTypes": 60},
-        "nodePools": [POOL],
-        "workloads": [{"name": "web", "replicas": 3, "requests": {"cpu": "1"}, "pdb": {"minAvailable": 2}}],
-    },
-}
+SCENARIO = scenario_doc(
+    cloud={"instanceTypes": 60},
+    nodePools=[startup_tainted_pool()],
+    workloads=[{"name": "web", "replicas": 3, "requests": {"cpu": "1"}, "pdb": {"minAvailable": 2}}],
+)
 ON_DEMAND = Requirement(key="karpenter.sh/capacity-type", operator="In", values=["on-demand"])
 
 
