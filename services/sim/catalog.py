@@ -34,7 +34,6 @@ MEMORY_LABEL = f"{SIM_DOMAIN}/instance-memory"
 GPU_COUNT_LABEL = f"{SIM_DOMAIN}/instance-gpu-count"
 GPU_RESOURCE = "nvidia.com/gpu"
 
-DEFAULT_COUNT = DEFAULT_INSTANCE_TYPES
 ON_DEMAND, SPOT = "on-demand", "spot"
 
 _SIZES = {
@@ -96,7 +95,9 @@ def _strings(values: Mapping[str, Decimal]) -> dict[str, str]:
     return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
 
 
-def generate_catalog(seed: int, count: int = DEFAULT_COUNT, zones: Sequence[str] = DEFAULT_ZONES) -> list[InstanceType]:
+def generate_catalog(
+    seed: int, count: int = DEFAULT_INSTANCE_TYPES, zones: Sequence[str] = DEFAULT_ZONES
+) -> list[InstanceType]:
     """`count` instance types, the same ones for the same seed, count and zones."""
     if count < 1:
         raise ValueError("a catalog needs at least one instance type")
