@@ -1,0 +1,156 @@
+"""A scheduling pass: the provisioning cases of reference §3 and §4, and the invariants that no
+plan passes a limit or puts a pod where it does not fit."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.api.core import Requirement, Taint, Toleration
+from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Offer
+from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate, claim_requirements, schedule
+from shared.scheduling.requirements import Requirements
+
+GI = Decimal(2**30)
+
+
+def instance(cpu: str, memory_gi: int, price: float, arch: str = "amd64") -> InstanceOption:
+    resources = {"cpu": Decimal(cpu), "memory": memory_gi * GI, "pods": Decimal(110)}
+    labels = {"node.kubernetes.io/instance-type": f"c{cpu}", "kubernetes.io/arch": arch}
+    offers = (Offer("a", "on-demand", price), Offer("b", "on-demand", price))
+    return InstanceOption(f"c{cpu}-{arch}", resources, resources, labels, offers)
+
+
+CATALOG = [instance("1", 1, 1.0), instance("2", 2, 2.0), instance("4", 4, 4.0), instance("8", 8, 8.0)]
+
+
+def pod(name: str, cpu: str = "1", memory_gi: str = "1", **kw) -> PendingPod:
+    return PendingPod(name, {"cpu": Decimal(cpu), "memory": Decimal(memory_gi) * GI}, **kw)
+
+
+def req(key: str, op: str, *values: str) -> Requirement:
+    return Requirement(key=key, operator=op, values=list(values) or None)
+
+
+def pool(name: str, weight: int = 0, **kw) -> PoolTemplate:
+    return PoolTemplate(name, Requirements(), weight, **kw)
+
+
+def test_pools_by_weight_then_name_descending():
+    plan = schedule([pod("p")], [], [pool("a"), pool("c"), pool("b", weight=0)], CATALOG)
+    assert [c.nodepool for c in plan.claims] == ["c"]
+    plan = schedule([pod("p")], [], [pool("a", weight=10), pool("c")], CATALOG)
+    assert [c.nodepool for c in plan.claims] == ["a"]
+
+
+def test_a_taint_blocks_a_pool_and_a_startup_taint_does_not():
+    tainted = pool("z-tainted", taints=(Taint(key="dedicated", effect="NoSchedule"),))
+    plan = schedule([pod("p")], [], [tainted, pool("a-plain")], CATALOG)
+    assert [c.nodepool for c in plan.claims] == ["a-plain"]
+    tolerant = pod("q", tolerations=(Toleration(key="dedicated", operator="Exists"),))
+    assert [c.nodepool for c in schedule([tolerant], [], [tainted, pool("a-plain")], CATALOG).claims] == ["z-tainted"]
+    # startup taints are not in PoolTemplate.taints: the pool's startupTaints never block a pod
+
+
+def test_daemonset_overhead_picks_the_4_cpu_type_for_a_1_cpu_pod_beside_a_2_cpu_daemonset():
+    ds = DaemonSetPods({"cpu": Decimal(2), "memory": 2 * GI}, (Toleration(operator="Exists"),))
+    plan = schedule([pod("p", "1", "1")], [], [pool("default")], CATALOG, daemonsets=[ds])
+    (claim,) = plan.claims
+    assert claim.instance_types[0] == "c4-amd64"
+
+
+def test_cpu_limit_2_leaves_the_second_of_two_1_75_cpu_pods_pending():
+    catalog = [instance("2", 4, 2.0)]
+    limited = pool("default", remaining={"cpu": Decimal(2)})
+    plan = schedule([pod("p1", "1.75"), pod("p2", "1.75")], [], [limited], catalog)
+    assert len(plan.claims) == 1 and list(plan.unplaced) == ["p2"]
+    assert "exceed limits" in plan.unplaced["p2"]
+
+
+def test_every_new_claim_takes_one_of_the_nodes_limit_within_the_pass():
+    limited = pool("default", remaining={"nodes": Decimal(2)})
+    pods = [pod(f"p{i}", "6") for i in range(3)]  # one 8-cpu node holds only one of them
+    plan = schedule(pods, [], [limited], CATALOG)
+    assert len(plan.claims) == 2 and list(plan.unplaced) == ["p2"]
+    assert "node limits have been exhausted" in plan.unplaced["p2"]
+
+
+def test_a_pod_avoiding_every_nodepool_and_daemonset_pods_are_ignored():
+    avoid = pod("outsider", requirements=Requirements.of([req("karpenter.sh/nodepool", "DoesNotExist")]))
+    plan = schedule([avoid, pod("ds", daemonset=True)], [], [pool("default")], CATALOG)
+    assert plan.claims == [] and plan.unplaced == {} and sorted(plan.ignored) == ["ds", "outsider"]
+
+
+def test_existing_capacity_first_then_claims_of_this_pass_then_new_claims():
+    node = NodeCapacity(
+        "n1", {"kubernetes.io/arch": "amd64"}, [], {"cpu": Decimal(1), "memory": 4 * GI, "pods": Decimal(10)}
+    )
+    pods = [pod("big", "3"), pod("small", "1"), pod("tiny", "0.5")]
+    plan = schedule(pods, [node], [pool("default")], CATALOG)
+    assert plan.placed == {"small": "n1"}  # 1 cpu free: the 1-cpu pod, first fit decreasing
+    (claim,) = plan.claims
+    assert claim.pods == ["big", "tiny"] and claim.instance_types[0] == "c4-amd64"
+
+
+def test_requirements_narrow_the_types_and_a_pool_label_the_pod_asks_for():
+    catalog = [*CATALOG, instance("4", 4, 3.0, arch="arm64")]
+    arm = pod("arm", requirements=Requirements.of([req("kubernetes.io/arch", "In", "arm64")]))
+    plan = schedule([arm], [], [pool("default")], catalog)
+    assert plan.claims[0].instance_types == ["c4-arm64"]
+    wants_b = pod("b", requirements=Requirements.of([req("karpenter.sh/nodepool", "In", "b")]))
+    assert [c.nodepool for c in schedule([wants_b], [], [pool("a", 5), pool("b")], CATALOG).claims] == ["b"]
+    custom = pod("c", requirements=Requirements.of([req("team", "In", "x")]))
+    plan = schedule([custom], [], [pool("a")], CATALOG)
+    assert 'label "team" does not have known values' in plan.unplaced["c"]
+    final = claim_requirements(schedule([arm], [], [pool("default")], catalog).claims[0])
+    assert final["node.kubernetes.io/instance-type"].values == {"c4-arm64"} and final["karpenter.sh/nodepool"].has(
+        "default"
+    )
+
+
+@st.composite
+def passes(draw):
+    pods = [
+        pod(
+            f"p{i}",
+            draw(st.sampled_from(["0.25", "0.5", "1", "1.5", "3", "7"])),
+            draw(st.sampled_from(["1", "2", "4"])),
+        )
+        for i in range(draw(st.integers(0, 25)))
+    ]
+    nodes = [
+        NodeCapacity(f"n{i}", {}, [], {"cpu": Decimal(draw(st.integers(0, 4))), "memory": 4 * GI, "pods": Decimal(3)})
+        for i in range(draw(st.integers(0, 3)))
+    ]
+    limits = {
+        "cpu": Decimal(draw(st.integers(0, 20))),
+        "memory": draw(st.integers(0, 20)) * GI,
+        "nodes": Decimal(draw(st.integers(0, 5))),
+    }
+    remaining = {k: v for k, v in limits.items() if draw(st.booleans())}
+    return pods, nodes, remaining
+
+
+@settings(max_examples=200, deadline=None)
+@given(passes())
+def test_no_plan_passes_a_limit_or_puts_a_pod_where_it_does_not_fit(case):
+    pods, nodes, remaining = case
+    plan = schedule(pods, nodes, [pool("default", remaining=remaining or None)], CATALOG)
+    by_key = {p.key: p for p in pods}
+    assert set(plan.placed) | {k for c in plan.claims for k in c.pods} | set(plan.unplaced) == set(by_key)
+    for node in nodes:
+        on_it = [by_key[k] for k, n in plan.placed.items() if n == node.name]
+        assert sum((p.requests["cpu"] for p in on_it), Decimal(0)) <= node.free["cpu"]
+        assert len(on_it) <= node.free["pods"]
+    for claim in plan.claims:
+        cpu = sum((by_key[k].requests["cpu"] for k in claim.pods), Decimal(0))
+        memory = sum((by_key[k].requests["memory"] for k in claim.pods), Decimal(0))
+        assert claim.options and all(o.room["cpu"] >= cpu and o.room["memory"] >= memory for o in claim.options)
+    if remaining:
+        assert len(plan.claims) <= remaining.get("nodes", len(plan.claims))
+        for resource in ("cpu", "memory"):
+            if resource in remaining:
+                worst = sum((max(o.instance.capacity[resource] for o in c.options) for c in plan.claims), Decimal(0))
+                assert worst <= remaining[resource]
