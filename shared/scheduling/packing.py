@@ -12,8 +12,8 @@ planned in this pass, or onto new NodeClaims of the first NodePool that fits.
   next claim of the same pass sees what is left (upstream does not count `nodes` within a pass).
 - Pods that ask for `karpenter.sh/nodepool DoesNotExist` or belong to a DaemonSet are left
   alone, as upstream does.
-
-Not yet here: topology spread and pod (anti-)affinity.
+- Topology (`topology.py`): zone and hostname spread, zone affinity, hostname anti-affinity; a
+  claim that takes a zone-constrained pod is pinned to the zone chosen for it.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from shared.scheduling.offerings import (
     pool_options,
 )
 from shared.scheduling.requirements import Requirements, ValueSet
+from shared.scheduling.topology import PodTopology, Topology
 
 MAX_INSTANCE_TYPES = 60
 _ZERO = Decimal(0)
@@ -48,6 +49,7 @@ class PendingPod:
     created_at: datetime | None = None
     uid: str = ""
     daemonset: bool = False
+    topology: PodTopology = field(default_factory=PodTopology)
 
 
 @dataclass(slots=True)
@@ -75,6 +77,7 @@ class PoolTemplate:
 
 @dataclass(slots=True)
 class PlannedClaim:
+    id: str
     nodepool: str
     requirements: Requirements
     options: list[Option]
@@ -109,8 +112,11 @@ def schedule(
     daemonsets: Sequence[DaemonSetPods] = (),
     unavailable: UnavailableOfferings | None = None,
     now: datetime | None = None,
+    running: Iterable[tuple[Mapping[str, str], str | None, str]] = (),
 ) -> Plan:
+    """`running`: (labels, zone, node) of the pods already running, for the topology rules."""
     plan = Plan()
+    topology = Topology(running)
     existing = sorted((replace(n, free=dict(n.free)) for n in nodes), key=lambda n: (not n.initialized, n.name))
     ordered_pools = [
         replace(p, requirements=_with_pool_label(p))
@@ -121,28 +127,68 @@ def schedule(
         p.name: pool_options(p.requirements, p.taints, catalog, daemonsets=daemonsets, unavailable=unavailable, now=now)
         for p in ordered_pools
     }
+    known_zones = {z for n in existing if (z := n.labels.get(ZONE_LABEL))} | {
+        offer.zone for pool_options_ in options.values() for o in pool_options_ for offer in o.offers
+    }
     for pod in sorted(pods, key=_queue_order):
         if pod.daemonset or _avoids_nodepools(pod):
             plan.ignored.append(pod.key)
             continue
-        node = next((n for n in existing if _fits_node(pod, n)), None)
+        zones = _zones_for(pod, topology, known_zones)
+        node = next((n for n in existing if _fits_node(pod, n) and _node_allowed(pod, n, topology, zones)), None)
         if node is not None:
             for name, value in pod.requests.items():
                 node.free[name] = node.free.get(name, _ZERO) - value
             node.free["pods"] = node.free.get("pods", _ZERO) - 1
             plan.placed[pod.key] = node.name
+            topology.record(pod.topology, node.labels.get(ZONE_LABEL), node.name)
             continue
-        if any(_add_to_claim(pod, claim) for claim in sorted(plan.claims, key=lambda c: len(c.pods))):
-            continue
-        reasons = []
-        for pool in ordered_pools:
-            why = _new_claim(pod, pool, options[pool.name], remaining, plan)
-            if why is None:
-                break
-            reasons.append(f'incompatible with nodepool "{pool.name}", {why}')
-        else:
-            plan.unplaced[pod.key] = "; ".join(reasons) or "no nodepool is ready"
+        claim = next(
+            (c for c in sorted(plan.claims, key=lambda c: len(c.pods)) if _add_to_claim(pod, c, topology, zones)), None
+        )
+        if claim is None:
+            reasons = []
+            for pool in ordered_pools:
+                why = _new_claim(pod, pool, options[pool.name], remaining, plan, zones)
+                if why is None:
+                    claim = plan.claims[-1]
+                    break
+                reasons.append(f'incompatible with nodepool "{pool.name}", {why}')
+            else:
+                plan.unplaced[pod.key] = "; ".join(reasons) or "no nodepool is ready"
+                continue
+        pinned = claim.requirements.get(ZONE_LABEL)
+        zone = next(iter(pinned.values)) if pinned is not None and len(pinned) == 1 else None
+        topology.record(pod.topology, zone, claim.id)
     return plan
+
+
+def _zones_for(pod: PendingPod, topology: Topology, known: set[str]) -> list[str] | None:
+    """For a pod with zone rules, the zones they allow, best first; None when it has none."""
+    if not pod.topology.zonal:
+        return None
+    wanted = pod.requirements.get(ZONE_LABEL)
+    return topology.zones_allowed(pod.topology, (z for z in known if wanted is None or wanted.has(z)))
+
+
+def _node_allowed(pod: PendingPod, node: NodeCapacity, topology: Topology, zones: list[str] | None) -> bool:
+    if not pod.topology.constrained:
+        return True
+    if zones is not None and node.labels.get(ZONE_LABEL) not in zones:
+        return False
+    return topology.host_allowed(pod.topology, node.name)
+
+
+def _pin(requirements: Requirements, zones: list[str] | None, offered: Iterable[str]) -> bool:
+    """Pin the requirements to the best zone the rules allow and the options offer; False if none."""
+    if zones is None:
+        return True
+    offered = set(offered)
+    zone = next((z for z in zones if z in offered), None)
+    if zone is None:
+        return False
+    requirements.add(ValueSet.exactly(ZONE_LABEL, zone))
+    return True
 
 
 def _with_pool_label(pool: PoolTemplate) -> Requirements:
@@ -210,12 +256,16 @@ def _with(used: Mapping[str, Decimal], pod: PendingPod) -> dict[str, Decimal]:
     return out
 
 
-def _add_to_claim(pod: PendingPod, claim: PlannedClaim) -> bool:
+def _add_to_claim(pod: PendingPod, claim: PlannedClaim, topology: Topology, zones: list[str] | None) -> bool:
     if claim.requirements.compatible(pod.requirements):
+        return False
+    if pod.topology.constrained and not topology.host_allowed(pod.topology, claim.id):
         return False
     merged = Requirements(claim.requirements.values())
     for key in pod.requirements:
         merged.add(pod.requirements[key])
+    if not _pin(merged, zones, claim.zones()):
+        return False
     used = _with(claim.used, pod)
     options = _still_fitting(claim.options, merged, used)
     if not options:
@@ -231,6 +281,7 @@ def _new_claim(
     pool_options_: list[Option],
     remaining: dict[str, dict[str, Decimal] | None],
     plan: Plan,
+    zones: list[str] | None = None,
 ) -> str | None:
     """Plan a new claim of `pool` for the pod, or say why it cannot."""
     why = _tolerated(pod.tolerations, pool.taints)
@@ -250,6 +301,8 @@ def _new_claim(
     merged = Requirements(pool.requirements.values())
     for key in pod.requirements:
         merged.add(pod.requirements[key])
+    if not _pin(merged, zones, (offer.zone for o in candidates for offer in o.offers)):
+        return "no zone satisfies the pod's topology rules"
     used = _with({}, pod)
     options = _still_fitting(candidates, merged, used)
     if not options:
@@ -261,7 +314,7 @@ def _new_claim(
                 left[name] -= 1
             else:
                 left[name] -= max(o.instance.capacity.get(name, _ZERO) for o in options)
-    plan.claims.append(PlannedClaim(pool.name, merged, options, [pod.key], used))
+    plan.claims.append(PlannedClaim(f"claim-{len(plan.claims)}", pool.name, merged, options, [pod.key], used))
     return None
 
 

@@ -154,3 +154,98 @@ def test_no_plan_passes_a_limit_or_puts_a_pod_where_it_does_not_fit(case):
             if resource in remaining:
                 worst = sum((max(o.instance.capacity[resource] for o in c.options) for c in plan.claims), Decimal(0))
                 assert worst <= remaining[resource]
+
+
+def _selector(app: str) -> dict:
+    return {"labelSelector": {"matchLabels": {"app": app}}}
+
+
+def spread(key: str, app: str, skew: int = 1):
+    from shared.api.pod import TopologySpreadConstraint
+
+    return TopologySpreadConstraint.model_validate(
+        {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", **_selector(app)}
+    )
+
+
+def term(key: str, app: str):
+    from shared.api.pod import PodAffinityTerm
+
+    return PodAffinityTerm.model_validate({"topologyKey": key, **_selector(app)})
+
+
+def topo_pod(name: str, app: str, **rules) -> PendingPod:
+    from shared.scheduling.topology import PodTopology
+
+    return pod(name, "1", "1", topology=PodTopology(labels={"app": app}, **rules))
+
+
+ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+
+
+def zone_of(claim) -> str:
+    (zone,) = claim.requirements[ZONE].values
+    return zone
+
+
+def test_zone_spread_balances_claims_across_zones():
+    pods = [topo_pod(f"p{i}", "web", spread=(spread(ZONE, "web"),)) for i in range(4)]
+    plan = schedule(pods, [], [pool("default")], CATALOG)
+    zones = sorted(zone_of(c) for c in plan.claims for _ in c.pods)
+    assert zones == ["a", "a", "b", "b"]
+
+
+def test_hostname_spread_and_anti_affinity_put_one_pod_per_node():
+    spread_pods = [topo_pod(f"s{i}", "s", spread=(spread(HOST, "s"),)) for i in range(3)]
+    assert len(schedule(spread_pods, [], [pool("default")], CATALOG).claims) == 3
+    anti = [topo_pod(f"a{i}", "a", anti_affinity=(term(HOST, "a"),)) for i in range(3)]
+    assert len(schedule(anti, [], [pool("default")], CATALOG).claims) == 3
+
+
+def test_nodes_limit_2_with_three_anti_affine_pods_leaves_the_third_pending():
+    anti = [topo_pod(f"a{i}", "a", anti_affinity=(term(HOST, "a"),)) for i in range(3)]
+    plan = schedule(anti, [], [pool("default", remaining={"nodes": Decimal(2)})], CATALOG)
+    assert len(plan.claims) == 2 and len(plan.unplaced) == 1
+
+
+def test_zone_self_affinity_keeps_a_group_in_one_zone_and_follows_running_pods():
+    group = [topo_pod(f"g{i}", "g", affinity=(term(ZONE, "g"),)) for i in range(5)]
+    plan = schedule(group, [], [pool("default")], CATALOG)
+    assert {zone_of(c) for c in plan.claims} == {"a"} and not plan.unplaced
+    follower = [topo_pod("f", "f", affinity=(term(ZONE, "db"),))]
+    plan = schedule(follower, [], [pool("default")], CATALOG, running=[({"app": "db"}, "b", "elsewhere")])
+    assert [zone_of(c) for c in plan.claims] == ["b"]
+    alone = schedule(follower, [], [pool("default")], CATALOG)
+    assert "f" in alone.unplaced  # it wants db's zone and there is no db anywhere
+
+
+def test_an_existing_node_in_a_zone_the_spread_forbids_is_passed_over():
+    node = NodeCapacity("n1", {ZONE: "a", HOST: "n1"}, [], {"cpu": Decimal(8), "memory": 8 * GI, "pods": Decimal(10)})
+    running = [({"app": "web"}, "a", "n1")]
+    plan = schedule(
+        [topo_pod("p", "web", spread=(spread(ZONE, "web"),))], [node], [pool("default")], CATALOG, running=running
+    )
+    assert plan.placed == {} and [zone_of(c) for c in plan.claims] == ["b"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["spread", "anti", "plain"]), max_size=20), st.integers(1, 2))
+def test_placements_keep_hostname_anti_affinity_and_zone_skew(kinds, skew):
+    pods = []
+    for i, kind in enumerate(kinds):
+        if kind == "spread":
+            pods.append(topo_pod(f"s{i}", "s", spread=(spread(ZONE, "s", skew),)))
+        elif kind == "anti":
+            pods.append(topo_pod(f"a{i}", "a", anti_affinity=(term(HOST, "a"),)))
+        else:
+            pods.append(topo_pod(f"p{i}", "p"))
+    plan = schedule(pods, [], [pool("default")], CATALOG)
+    assert not plan.unplaced
+    for claim in plan.claims:
+        assert sum(1 for k in claim.pods if k.startswith("a")) <= 1
+    counts = {"a": 0, "b": 0}
+    for claim in plan.claims:
+        for key in claim.pods:
+            if key.startswith("s"):
+                counts[zone_of(claim)] += 1
+    assert abs(counts["a"] - counts["b"]) <= skew

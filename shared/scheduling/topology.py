@@ -1,0 +1,118 @@
+"""Inter-pod rules in a scheduling pass: topology spread on zone and hostname (maxSkew,
+DoNotSchedule), required pod affinity on zone, required pod anti-affinity on hostname: the
+constraint kinds of Karpenter's own scheduling benchmark.
+
+`Topology` knows where matching pods are: the running ones it starts with, and each pod the
+pass places (on a node, or on a planned claim whose zone is then pinned to one value, as
+Karpenter pins a topology-constrained claim to the domain it chose).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from shared.api.labels import HOSTNAME_LABEL, ZONE_LABEL
+from shared.api.pod import LabelSelector, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable
+
+
+@dataclass(frozen=True, slots=True)
+class PodTopology:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    spread: tuple[TopologySpreadConstraint, ...] = ()
+    affinity: tuple[PodAffinityTerm, ...] = ()  # required; zone is the key Karpenter's benchmark uses
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required; hostname likewise
+
+    @property
+    def constrained(self) -> bool:
+        return bool(self.hard_spread or self.affinity or self.anti_affinity)
+
+    @property
+    def hard_spread(self) -> tuple[TopologySpreadConstraint, ...]:
+        return tuple(c for c in self.spread if c.when_unsatisfiable == WhenUnsatisfiable.DO_NOT_SCHEDULE)
+
+    @property
+    def zonal(self) -> bool:
+        """Whether a rule needs the pod's zone known: its claim is then pinned to one zone."""
+        return any(c.topology_key == ZONE_LABEL for c in self.hard_spread) or any(
+            t.topology_key == ZONE_LABEL for t in self.affinity
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    labels: Mapping[str, str]
+    zone: str | None
+    host: str
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+
+
+class Topology:
+    def __init__(self, running: Iterable[tuple[Mapping[str, str], str | None, str]] = ()) -> None:
+        """`running`: (labels, zone, node) of the pods already on the cluster's nodes."""
+        self._placed = [_Placed(labels, zone, host) for labels, zone, host in running]
+
+    def record(self, pod: PodTopology, zone: str | None, host: str) -> None:
+        self._placed.append(_Placed(pod.labels, zone, host, pod.anti_affinity))
+        if zone is not None:  # a claim just pinned to a zone: its earlier pods are there too
+            self._placed = [
+                _Placed(p.labels, zone, p.host, p.anti_affinity) if p.host == host and p.zone is None else p
+                for p in self._placed
+            ]
+
+    def host_allowed(self, pod: PodTopology, host: str) -> bool:
+        """Hostname rules: no pod the pod's anti-affinity selects on the host (nor one whose own
+        anti-affinity selects it), and the host's count stays within maxSkew (a new node is
+        always a domain with none)."""
+        here = [p for p in self._placed if p.host == host]
+        for term in pod.anti_affinity:
+            if term.topology_key == HOSTNAME_LABEL and any(term.selects(p.labels) for p in here):
+                return False
+        for placed in here:
+            if any(t.topology_key == HOSTNAME_LABEL and t.selects(pod.labels) for t in placed.anti_affinity):
+                return False
+        for c in pod.hard_spread:
+            if c.topology_key == HOSTNAME_LABEL:
+                selector = c.label_selector
+                count = sum(1 for p in here if selector is not None and selector.matches(p.labels))
+                if count + _self(selector, pod) > c.max_skew:
+                    return False
+        return True
+
+    def zones_allowed(self, pod: PodTopology, eligible: Iterable[str]) -> list[str]:
+        """The zones among `eligible` the zone rules allow, best first (fewest matching pods for
+        spread; for affinity, zones that have a matching pod, or any zone for the first pod of a
+        group that selects itself)."""
+        zones = sorted(set(eligible))
+        allowed = set(zones)
+        order: dict[str, int] = dict.fromkeys(zones, 0)
+        for c in pod.hard_spread:
+            if c.topology_key != ZONE_LABEL:
+                continue
+            counts = self._counts(c.label_selector, zones)
+            lowest = min(counts.values(), default=0)
+            allowed &= {z for z in zones if counts[z] + _self(c.label_selector, pod) - lowest <= c.max_skew}
+            for z in zones:
+                order[z] += counts[z]
+        for term in pod.affinity:
+            if term.topology_key != ZONE_LABEL:
+                continue
+            with_match = {p.zone for p in self._placed if p.zone is not None and term.selects(p.labels)}
+            if with_match:
+                allowed &= with_match
+            elif not term.selects(pod.labels) or any(term.selects(p.labels) for p in self._placed):
+                return []  # a matching pod exists but its zone is not known yet, or none will ever come
+        return sorted(allowed, key=lambda z: (order[z], z))
+
+    def _counts(self, selector: LabelSelector | None, zones: list[str]) -> dict[str, int]:
+        counts = dict.fromkeys(zones, 0)
+        if selector is None:  # a constraint without a selector matches no pod
+            return counts
+        for placed in self._placed:
+            if placed.zone in counts and selector.matches(placed.labels):
+                counts[placed.zone] += 1
+        return counts
+
+
+def _self(selector: LabelSelector | None, pod: PodTopology) -> int:
+    return 1 if selector is not None and selector.matches(pod.labels) else 0
