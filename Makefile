@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/budgets.py
 	$(BIN)/python -m benchmarks.store
 	$(BIN)/python -m benchmarks.strict_limits
+	$(BIN)/python -m benchmarks.scheduling
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -21,6 +21,7 @@ from shared.scheduling.requirements import Requirements
 ON_DEMAND, SPOT = "on-demand", "spot"
 UNAVAILABLE_FOR = timedelta(minutes=3)
 _ZERO = Decimal(0)
+_MAIN = frozenset({"cpu", "memory", "pods"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +63,32 @@ class Option:
     instance: InstanceOption
     offers: tuple[Offer, ...]
     room: Mapping[str, Decimal]
+    cpu: Decimal = field(init=False, compare=False)
+    memory: Decimal = field(init=False, compare=False)
+    pods: Decimal = field(init=False, compare=False)
+    others: tuple[tuple[str, Decimal], ...] = field(init=False, compare=False)
+    zones: frozenset[str] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """The room as plain fields: a pass compares them millions of times."""
+        room = self.room
+        object.__setattr__(self, "cpu", room.get("cpu", _ZERO))
+        object.__setattr__(self, "memory", room.get("memory", _ZERO))
+        object.__setattr__(self, "pods", room.get("pods", _ZERO))
+        object.__setattr__(self, "others", tuple((k, v) for k, v in room.items() if k not in _MAIN))
+        object.__setattr__(self, "zones", frozenset(o.zone for o in self.offers))
 
     @property
     def price(self) -> float:
         return self.offers[0].price
+
+    def holds(self, used: Mapping[str, Decimal]) -> bool:
+        get = used.get
+        if get("cpu", _ZERO) > self.cpu or get("memory", _ZERO) > self.memory or get("pods", _ZERO) > self.pods:
+            return False
+        if used.keys() <= _MAIN:
+            return True
+        return all(value <= self.room.get(name, _ZERO) for name, value in used.items() if name not in _MAIN)
 
 
 class UnavailableOfferings:

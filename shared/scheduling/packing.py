@@ -83,6 +83,35 @@ class PlannedClaim:
     options: list[Option]
     pods: list[str]
     used: dict[str, Decimal]
+    largest: dict[str, Decimal] = field(default_factory=dict)  # per resource, the most any option has
+    zone_set: frozenset[str] = frozenset()  # the zones its options offer
+
+    def narrowed(self, options: list[Option], fitting: _Fitting) -> None:
+        """New options (after a requirement narrowed them), and what is derived from them."""
+        self.options = options
+        self.largest, self.zone_set = fitting.derived(options)
+
+    def could_hold(self, requests: Mapping[str, Decimal]) -> bool:
+        """A cheap first look: whether even its largest option has room for these requests more."""
+        used, largest = self.used, self.largest
+        if used.get("pods", _ZERO) + 1 > largest.get("pods", _ZERO):
+            return False
+        return all(used.get(k, _ZERO) + v <= largest.get(k, _ZERO) for k, v in requests.items())
+
+    def holds(self, used: Mapping[str, Decimal]) -> bool:
+        """Whether some option has room for `used` (the largest ones are looked at first)."""
+        return any(o.holds(used) for o in reversed(self.options))
+
+    def settle(self) -> None:
+        """At the end of the pass: the cheapest options (at most MAX_INSTANCE_TYPES) that hold
+        every pod of the claim: the instance types the NodeClaim will name."""
+        kept: list[Option] = []
+        for option in self.options:
+            if option.holds(self.used):
+                kept.append(option)
+                if len(kept) == MAX_INSTANCE_TYPES:
+                    break
+        self.options = kept
 
     @property
     def instance_types(self) -> list[str]:
@@ -92,7 +121,7 @@ class PlannedClaim:
         return sorted({offer.capacity_type for o in self.options for offer in o.offers})
 
     def zones(self) -> list[str]:
-        return sorted({offer.zone for o in self.options for offer in o.offers})
+        return sorted(self.zone_set)
 
 
 @dataclass(slots=True)
@@ -101,6 +130,15 @@ class Plan:
     claims: list[PlannedClaim] = field(default_factory=list)
     unplaced: dict[str, str] = field(default_factory=dict)  # pod -> why, in upstream's words
     ignored: list[str] = field(default_factory=list)
+
+
+def _largest(options: Iterable[Option]) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
+    for option in options:
+        for name, value in option.room.items():
+            if value > out.get(name, _ZERO):
+                out[name] = value
+    return out
 
 
 def schedule(
@@ -130,6 +168,8 @@ def schedule(
     known_zones = {z for n in existing if (z := n.labels.get(ZONE_LABEL))} | {
         offer.zone for pool_options_ in options.values() for o in pool_options_ for offer in o.offers
     }
+    fitting = _Fitting(catalog)
+    by_size: dict[int, list[PlannedClaim]] = {}  # claims by their number of pods: fewest first
     for pod in sorted(pods, key=_queue_order):
         if pod.daemonset or _avoids_nodepools(pod):
             plan.ignored.append(pod.key)
@@ -143,15 +183,14 @@ def schedule(
             plan.placed[pod.key] = node.name
             topology.record(pod.topology, node.labels.get(ZONE_LABEL), node.name)
             continue
-        claim = next(
-            (c for c in sorted(plan.claims, key=lambda c: len(c.pods)) if _add_to_claim(pod, c, topology, zones)), None
-        )
+        claim = _first_taking(pod, by_size, topology, zones, fitting)
         if claim is None:
             reasons = []
             for pool in ordered_pools:
-                why = _new_claim(pod, pool, options[pool.name], remaining, plan, zones)
+                why = _new_claim(pod, pool, options[pool.name], remaining, plan, zones, fitting)
                 if why is None:
                     claim = plan.claims[-1]
+                    by_size.setdefault(1, []).append(claim)
                     break
                 reasons.append(f'incompatible with nodepool "{pool.name}", {why}')
             else:
@@ -160,7 +199,31 @@ def schedule(
         pinned = claim.requirements.get(ZONE_LABEL)
         zone = next(iter(pinned.values)) if pinned is not None and len(pinned) == 1 else None
         topology.record(pod.topology, zone, claim.id)
+    for claim in plan.claims:
+        claim.settle()
     return plan
+
+
+def _first_taking(
+    pod: PendingPod,
+    by_size: dict[int, list[PlannedClaim]],
+    topology: Topology,
+    zones: list[str] | None,
+    fitting: _Fitting,
+) -> PlannedClaim | None:
+    """The claim of this pass, fewest pods first, that takes the pod (and moves up a size)."""
+    blocked = topology.blocked_hosts(pod.topology)
+    for size in sorted(by_size):
+        for index, claim in enumerate(by_size[size]):
+            if claim.id in blocked:
+                continue
+            if claim.could_hold(pod.requests) and _add_to_claim(pod, claim, topology, zones, fitting):
+                del by_size[size][index]
+                if not by_size[size]:
+                    del by_size[size]
+                by_size.setdefault(size + 1, []).append(claim)
+                return claim
+    return None
 
 
 def _zones_for(pod: PendingPod, topology: Topology, known: set[str]) -> list[str] | None:
@@ -172,11 +235,18 @@ def _zones_for(pod: PendingPod, topology: Topology, known: set[str]) -> list[str
 
 
 def _node_allowed(pod: PendingPod, node: NodeCapacity, topology: Topology, zones: list[str] | None) -> bool:
-    if not pod.topology.constrained:
-        return True
     if zones is not None and node.labels.get(ZONE_LABEL) not in zones:
         return False
-    return topology.host_allowed(pod.topology, node.name)
+    return node.name not in topology.blocked_hosts(pod.topology)
+
+
+def _pinned_to(claim: PlannedClaim, zones: list[str]) -> bool:
+    """Whether the claim is pinned already to the zone the rules would pick for it."""
+    pinned = claim.requirements.get(ZONE_LABEL)
+    if pinned is None or pinned.complement or len(pinned.values) != 1:
+        return False
+    best = next((z for z in zones if z in claim.zone_set), None)
+    return best is not None and best in pinned.values
 
 
 def _pin(requirements: Requirements, zones: list[str] | None, offered: Iterable[str]) -> bool:
@@ -229,23 +299,75 @@ def _fits_node(pod: PendingPod, node: NodeCapacity) -> bool:
     return all(value <= node.free.get(name, _ZERO) for name, value in pod.requests.items())
 
 
-def _still_fitting(options: Iterable[Option], requirements: Requirements, used: Mapping[str, Decimal]) -> list[Option]:
-    """The options whose type and offers the requirements allow and whose room holds `used`."""
-    out = []
-    zones, types = requirements.get(ZONE_LABEL), requirements.get(CAPACITY_TYPE_LABEL)
-    for option in options:
-        if option.instance.requirements.intersects(requirements):
-            continue
-        if any(value > option.room.get(name, _ZERO) for name, value in used.items()):
-            continue
-        offers = tuple(
-            o
-            for o in option.offers
-            if (zones is None or zones.has(o.zone)) and (types is None or types.has(o.capacity_type))
-        )
-        if offers:
-            out.append(option if offers == option.offers else Option(option.instance, offers, option.room))
-    return out
+class _Fitting:
+    """What requirements leave of a claim's options, for one pass. A pass asks the same few
+    questions thousands of times, so it remembers: which instance types each distinct set of
+    label requirements allows, each option narrowed to the zones and capacity types allowed,
+    and the answers for each list of options it was given (lists are never changed in place)."""
+
+    def __init__(self, catalog: Sequence[InstanceOption]) -> None:
+        self.catalog = catalog
+        self.label_keys = {key for it in catalog for key in it.labels}
+        self._allowed: dict[tuple[ValueSet, ...], frozenset[str]] = {}
+        self._narrowed: dict[tuple[ValueSet | None, ValueSet | None], dict[int, Option | None]] = {}
+        self._answers: dict[
+            tuple[int, frozenset[str] | None, ValueSet | None, ValueSet | None], tuple[list[Option], list[Option]]
+        ] = {}  # each answer keeps the list it was asked about alive, so its id is never reused
+        self._derived: dict[int, tuple[list[Option], dict[str, Decimal], frozenset[str]]] = {}
+
+    def allowed(self, requirements: Requirements) -> frozenset[str] | None:
+        """Names of the types whose labels these requirements allow; None: all of them."""
+        relevant = tuple(sorted((v for k, v in requirements.items() if k in self.label_keys), key=lambda v: v.key))
+        if not relevant:
+            return None
+        names = self._allowed.get(relevant)
+        if names is None:
+            wanted = Requirements(relevant)
+            names = frozenset(it.name for it in self.catalog if not it.requirements.intersects(wanted))
+            self._allowed[relevant] = names
+        return names
+
+    def __call__(self, options: list[Option], requirements: Requirements) -> list[Option]:
+        """The options whose type and offers the requirements allow."""
+        names = self.allowed(requirements)
+        zones, types = requirements.get(ZONE_LABEL), requirements.get(CAPACITY_TYPE_LABEL)
+        key = (id(options), names, zones, types)
+        hit = self._answers.get(key)
+        if hit is not None and hit[0] is options:
+            return hit[1]
+        fitting = [o for o in options if names is None or o.instance.name in names]
+        if zones is not None or types is not None:
+            cache = self._narrowed.setdefault((zones, types), {})
+            out = []
+            for option in fitting:
+                narrowed = cache.get(id(option), option)
+                if narrowed is option and id(option) not in cache:
+                    narrowed = cache[id(option)] = _narrow(option, zones, types)
+                if narrowed is not None:
+                    out.append(narrowed)
+            fitting = out
+        self._answers[key] = (options, fitting)
+        self.derived(fitting)
+        return fitting
+
+    def derived(self, options: list[Option]) -> tuple[dict[str, Decimal], frozenset[str]]:
+        """The largest room per resource and the zones of a list of options."""
+        known = self._derived.get(id(options))
+        if known is None or known[0] is not options:
+            zones = frozenset().union(*(o.zones for o in options)) if options else frozenset()
+            known = self._derived[id(options)] = (options, _largest(options), zones)
+        return known[1], known[2]
+
+
+def _narrow(option: Option, zones: ValueSet | None, types: ValueSet | None) -> Option | None:
+    offers = tuple(
+        o
+        for o in option.offers
+        if (zones is None or zones.has(o.zone)) and (types is None or types.has(o.capacity_type))
+    )
+    if not offers:
+        return None
+    return option if offers == option.offers else Option(option.instance, offers, option.room)
 
 
 def _with(used: Mapping[str, Decimal], pod: PendingPod) -> dict[str, Decimal]:
@@ -256,21 +378,28 @@ def _with(used: Mapping[str, Decimal], pod: PendingPod) -> dict[str, Decimal]:
     return out
 
 
-def _add_to_claim(pod: PendingPod, claim: PlannedClaim, topology: Topology, zones: list[str] | None) -> bool:
-    if claim.requirements.compatible(pod.requirements):
+def _add_to_claim(
+    pod: PendingPod, claim: PlannedClaim, topology: Topology, zones: list[str] | None, fitting: _Fitting
+) -> bool:
+    if pod.requirements and claim.requirements.compatible(pod.requirements):
         return False
-    if pod.topology.constrained and not topology.host_allowed(pod.topology, claim.id):
-        return False
+    used = _with(claim.used, pod)
+    if not pod.requirements and (zones is None or _pinned_to(claim, zones)):  # only room matters
+        if not claim.holds(used):
+            return False
+        claim.used = used
+        claim.pods.append(pod.key)
+        return True
     merged = Requirements(claim.requirements.values())
     for key in pod.requirements:
         merged.add(pod.requirements[key])
-    if not _pin(merged, zones, claim.zones()):
+    if not _pin(merged, zones, claim.zone_set):
         return False
-    used = _with(claim.used, pod)
-    options = _still_fitting(claim.options, merged, used)
-    if not options:
+    options = fitting(claim.options, merged)
+    if not any(o.holds(used) for o in reversed(options)):
         return False
-    claim.requirements, claim.options, claim.used = merged, options, used
+    claim.requirements, claim.used = merged, used
+    claim.narrowed(options, fitting)
     claim.pods.append(pod.key)
     return True
 
@@ -281,7 +410,8 @@ def _new_claim(
     pool_options_: list[Option],
     remaining: dict[str, dict[str, Decimal] | None],
     plan: Plan,
-    zones: list[str] | None = None,
+    zones: list[str] | None,
+    fitting: _Fitting,
 ) -> str | None:
     """Plan a new claim of `pool` for the pod, or say why it cannot."""
     why = _tolerated(pod.tolerations, pool.taints)
@@ -304,17 +434,20 @@ def _new_claim(
     if not _pin(merged, zones, (offer.zone for o in candidates for offer in o.offers)):
         return "no zone satisfies the pod's topology rules"
     used = _with({}, pod)
-    options = _still_fitting(candidates, merged, used)
-    if not options:
+    options = fitting(candidates, merged)  # the ones too small drop out as pods are added, or at the end
+    if not any(o.holds(used) for o in reversed(options)):
         wanted = sorted(map(str, merged.values()))
         return f"no instance type satisfied resources {_shown(pod.requests)} and requirements {wanted}"
-    if left is not None:  # reserve the largest candidate, and one node, at once
+    if left is not None:  # reserve the largest candidate that holds the pod, and one node, at once
+        holding = [o for o in options if o.holds(used)]
         for name in left:
             if name == NODES_RESOURCE:
                 left[name] -= 1
             else:
-                left[name] -= max(o.instance.capacity.get(name, _ZERO) for o in options)
-    plan.claims.append(PlannedClaim(f"claim-{len(plan.claims)}", pool.name, merged, options, [pod.key], used))
+                left[name] -= max(o.instance.capacity.get(name, _ZERO) for o in holding)
+    claim = PlannedClaim(f"claim-{len(plan.claims)}", pool.name, merged, options, [pod.key], used)
+    claim.narrowed(options, fitting)
+    plan.claims.append(claim)
     return None
 
 

@@ -50,21 +50,76 @@ class _Placed:
 class Topology:
     def __init__(self, running: Iterable[tuple[Mapping[str, str], str | None, str]] = ()) -> None:
         """`running`: (labels, zone, node) of the pods already on the cluster's nodes."""
-        self._placed = [_Placed(labels, zone, host) for labels, zone, host in running]
+        self._by_host: dict[str, list[_Placed]] = {}
+        self._zone_counts: dict[int, tuple[LabelSelector, dict[str, int]]] = {}  # by selector, kept alive
+        self._by_selector_host: dict[int, tuple[LabelSelector, dict[str, int]]] = {}
+        self._anti: dict[int, tuple[PodAffinityTerm, set[str]]] = {}  # placed pods' own terms -> their hosts
+        for labels, zone, host in running:
+            self._add(_Placed(labels, zone, host))
+
+    def _placed(self) -> Iterable[_Placed]:
+        for here in self._by_host.values():
+            yield from here
+
+    def _add(self, placed: _Placed) -> None:
+        self._by_host.setdefault(placed.host, []).append(placed)
+        for term in placed.anti_affinity:
+            if term.topology_key == HOSTNAME_LABEL:
+                self._anti.setdefault(id(term), (term, set()))[1].add(placed.host)
+        for selector, counts in self._by_selector_host.values():
+            if selector.matches(placed.labels):
+                counts[placed.host] = counts.get(placed.host, 0) + 1
+        if placed.zone is not None:
+            self._count(placed, placed.zone)
+
+    def _count(self, placed: _Placed, zone: str) -> None:
+        for selector, counts in self._zone_counts.values():
+            if selector.matches(placed.labels):
+                counts[zone] = counts.get(zone, 0) + 1
 
     def record(self, pod: PodTopology, zone: str | None, host: str) -> None:
-        self._placed.append(_Placed(pod.labels, zone, host, pod.anti_affinity))
         if zone is not None:  # a claim just pinned to a zone: its earlier pods are there too
-            self._placed = [
-                _Placed(p.labels, zone, p.host, p.anti_affinity) if p.host == host and p.zone is None else p
-                for p in self._placed
-            ]
+            here = self._by_host.get(host, [])
+            for index, earlier in enumerate(here):
+                if earlier.zone is None:
+                    settled = _Placed(earlier.labels, zone, host, earlier.anti_affinity)
+                    here[index] = settled
+                    self._count(settled, zone)
+        self._add(_Placed(pod.labels, zone, host, pod.anti_affinity))
+
+    def blocked_hosts(self, pod: PodTopology) -> frozenset[str] | set[str]:
+        """The hosts (nodes, claims) the hostname rules keep the pod off, found once per pod:
+        those with a pod its anti-affinity selects, with a pod whose anti-affinity selects it,
+        or whose count of matching pods is at maxSkew already."""
+        blocked: set[str] = set()
+        for term in pod.anti_affinity:
+            if term.topology_key == HOSTNAME_LABEL and term.label_selector is not None:
+                blocked |= {h for h, n in self._host_counts(term.label_selector).items() if n}
+        for term, hosts in self._anti.values():
+            if term.selects(pod.labels):
+                blocked |= hosts
+        for c in pod.hard_spread:
+            if c.topology_key == HOSTNAME_LABEL and c.label_selector is not None:
+                room = c.max_skew - _self(c.label_selector, pod)
+                blocked |= {h for h, n in self._host_counts(c.label_selector).items() if n > room}
+        return blocked or _NONE
+
+    def _host_counts(self, selector: LabelSelector) -> dict[str, int]:
+        """Matching pods per host; kept up to date per selector from its first use on."""
+        known = self._by_selector_host.get(id(selector))
+        if known is None:
+            counts: dict[str, int] = {}
+            for placed in self._placed():
+                if selector.matches(placed.labels):
+                    counts[placed.host] = counts.get(placed.host, 0) + 1
+            known = self._by_selector_host[id(selector)] = (selector, counts)
+        return known[1]
 
     def host_allowed(self, pod: PodTopology, host: str) -> bool:
         """Hostname rules: no pod the pod's anti-affinity selects on the host (nor one whose own
         anti-affinity selects it), and the host's count stays within maxSkew (a new node is
         always a domain with none)."""
-        here = [p for p in self._placed if p.host == host]
+        here = self._by_host.get(host, ())
         for term in pod.anti_affinity:
             if term.topology_key == HOSTNAME_LABEL and any(term.selects(p.labels) for p in here):
                 return False
@@ -95,23 +150,31 @@ class Topology:
             for z in zones:
                 order[z] += counts[z]
         for term in pod.affinity:
-            if term.topology_key != ZONE_LABEL:
+            if term.topology_key != ZONE_LABEL or term.label_selector is None:
                 continue
-            with_match = {p.zone for p in self._placed if p.zone is not None and term.selects(p.labels)}
+            counts = self._counts(term.label_selector, zones)
+            with_match = {z for z, n in counts.items() if n}
             if with_match:
                 allowed &= with_match
-            elif not term.selects(pod.labels) or any(term.selects(p.labels) for p in self._placed):
+            elif not term.selects(pod.labels) or any(term.selects(p.labels) for p in self._placed()):
                 return []  # a matching pod exists but its zone is not known yet, or none will ever come
         return sorted(allowed, key=lambda z: (order[z], z))
 
     def _counts(self, selector: LabelSelector | None, zones: list[str]) -> dict[str, int]:
-        counts = dict.fromkeys(zones, 0)
+        """Matching pods per zone; kept up to date per selector from its first use on."""
         if selector is None:  # a constraint without a selector matches no pod
-            return counts
-        for placed in self._placed:
-            if placed.zone in counts and selector.matches(placed.labels):
-                counts[placed.zone] += 1
-        return counts
+            return dict.fromkeys(zones, 0)
+        known = self._zone_counts.get(id(selector))
+        if known is None:
+            counts: dict[str, int] = {}
+            for placed in self._placed():
+                if placed.zone is not None and selector.matches(placed.labels):
+                    counts[placed.zone] = counts.get(placed.zone, 0) + 1
+            known = self._zone_counts[id(selector)] = (selector, counts)
+        return {z: known[1].get(z, 0) for z in zones}
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 def _self(selector: LabelSelector | None, pod: PodTopology) -> int:
