@@ -103,13 +103,14 @@ class PlannedClaim:
         return any(o.holds(used) for o in reversed(self.options))
 
     def settle(self) -> None:
-        """At the end of the pass: the cheapest options (at most MAX_INSTANCE_TYPES) that hold
-        every pod of the claim: the instance types the NodeClaim will name."""
+        """At the end of the pass: the cheapest options that hold every pod of the claim, the
+        instance types the NodeClaim will name: at most MAX_INSTANCE_TYPES, unless more are
+        needed to keep every minValues (as upstream's truncation does)."""
         kept: list[Option] = []
         for option in self.options:
             if option.holds(self.used):
                 kept.append(option)
-                if len(kept) == MAX_INSTANCE_TYPES:
+                if len(kept) >= MAX_INSTANCE_TYPES and _min_values_met(self.requirements, kept, self.used):
                     break
         self.options = kept
 
@@ -385,7 +386,7 @@ def _add_to_claim(
         return False
     used = _with(claim.used, pod)
     if not pod.requirements and (zones is None or _pinned_to(claim, zones)):  # only room matters
-        if not claim.holds(used):
+        if not claim.holds(used) or not _min_values_met(claim.requirements, claim.options, used):
             return False
         claim.used = used
         claim.pods.append(pod.key)
@@ -396,7 +397,7 @@ def _add_to_claim(
     if not _pin(merged, zones, claim.zone_set):
         return False
     options = fitting(claim.options, merged)
-    if not any(o.holds(used) for o in reversed(options)):
+    if not any(o.holds(used) for o in reversed(options)) or not _min_values_met(merged, options, used):
         return False
     claim.requirements, claim.used = merged, used
     claim.narrowed(options, fitting)
@@ -438,6 +439,8 @@ def _new_claim(
     if not any(o.holds(used) for o in reversed(options)):
         wanted = sorted(map(str, merged.values()))
         return f"no instance type satisfied resources {_shown(pod.requests)} and requirements {wanted}"
+    if not _min_values_met(merged, options, used):
+        return "no instance type satisfied requirements due to minValues incompatibility"
     if left is not None:  # reserve the largest candidate that holds the pod, and one node, at once
         holding = [o for o in options if o.holds(used)]
         for name in left:
@@ -449,6 +452,16 @@ def _new_claim(
     claim.narrowed(options, fitting)
     plan.claims.append(claim)
     return None
+
+
+def _min_values_met(requirements: Requirements, options: Iterable[Option], used: Mapping[str, Decimal]) -> bool:
+    """Strict minValues (the default): every requirement that asks for N distinct values of
+    its label has them among the types that still hold the claim's pods."""
+    asked = [(key, v.min_values) for key, v in requirements.items() if v.min_values]
+    if not asked:
+        return True
+    holding = [o for o in options if o.holds(used)]
+    return all(len({o.instance.labels.get(key) for o in holding} - {None}) >= n for key, n in asked)
 
 
 def _shown(values: Mapping[str, Decimal]) -> dict[str, str]:

@@ -249,3 +249,17 @@ def test_placements_keep_hostname_anti_affinity_and_zone_skew(kinds, skew):
             if key.startswith("s"):
                 counts[zone_of(claim)] += 1
     assert abs(counts["a"] - counts["b"]) <= skew
+
+
+def test_min_values_is_strict():
+    catalog = [instance("2", 2, 2.0), instance("4", 4, 4.0), instance("8", 8, 8.0)]
+    two_types = PoolTemplate(
+        "default",
+        Requirements.of([Requirement(key="node.kubernetes.io/instance-type", operator="Exists", min_values=2)]),
+    )
+    plan = schedule([pod("small", "1")], [], [two_types], catalog)
+    assert len(plan.claims[0].instance_types) == 3  # c2, c4 and c8 all hold it: 3 >= 2
+    plan = schedule([pod("big", "7")], [], [two_types], catalog)  # only c8 holds 7 cpu
+    assert plan.claims == [] and "minValues" in plan.unplaced["big"]
+    plan = schedule([pod("a", "3"), pod("b", "3")], [], [two_types], catalog)
+    assert [c.pods for c in plan.claims] == [["a"], ["b"]]  # together only c8 would hold them: a claim each
