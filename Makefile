@@ -25,8 +25,8 @@ demo: $(STAMP)
 	$(BIN)/nodewright migrate
 	@echo "--- a burst of 2,000 launches over 10 pools: check-then-create overruns, a reservation does not"
 	$(BIN)/python -m benchmarks.strict_limits --attempts 2000
-	@echo "--- the system on this machine: the sim, the watcher and the relay as processes, a burst scenario at 60x"
-	$(BIN)/nodewright up --scenario examples/scenarios/burst-node-limit.yaml --speed 60 --for 15 --no-live
+	@echo "--- the limit-burst scenario through every service (sim, watcher, scheduler, relay), then the audit"
+	$(BIN)/nodewright run examples/scenarios/burst-node-limit.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -262,6 +262,33 @@ def up_command(
     typer.echo("stopped: every process and server is down")
 
 
+@app.command("run")
+def run_command(
+    scenario: Annotated[Path, typer.Argument(help="the Scenario file to play")],
+    speed: Annotated[
+        float | None,
+        typer.Option("--speed", min=0.001, help="simulated seconds per wall second (default: ~60 s of wall time)"),
+    ] = None,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """Play a scenario to its end with every service (as `up` does), audit the log, stop, and
+    summarise. Exit 1 when the audit finds a violation."""
+    from services.cli import run, up
+    from shared.api.scenario import ScenarioError
+    from shared.config import settings
+
+    try:
+        summary = run.run(settings(), scenario, speed)
+    except ScenarioError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except up.ChildExited as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
+    raise typer.Exit(0 if summary["audit_ok"] else 1)
+
+
 def main() -> None:
     app()
 

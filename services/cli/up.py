@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,8 +61,10 @@ def up(
     live: bool = True,
     base_port: int | None = None,
     console: Console | None = None,
-) -> dict[str, Any]:
-    """Run until Ctrl-C or `run_for` wall seconds; the last view of the system."""
+    then: Callable[[str], Coroutine[Any, Any, Any]] | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """Run until Ctrl-C or `run_for` wall seconds; the last view of the system, and what `then`
+    (given the database URL, once every service has stopped and before the servers do) returned."""
     console = console or Console()
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
@@ -79,7 +81,8 @@ def up(
         with _children(config.data_dir, scenario, env, base_port) as children:
             for child in children:
                 console.print(f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}")
-            return loop.run(_watch(database_url, children, clock, run_for, live, console))
+            view = loop.run(_watch(database_url, children, clock, run_for, live, console))
+        return view, (loop.run(then(database_url)) if then is not None else None)
 
 
 @contextlib.contextmanager
@@ -89,6 +92,7 @@ def _children(data_dir: Path, scenario: Path, env: dict[str, str], base_port: in
     commands = {
         "sim": ["-m", "services.sim", "--scenario", str(scenario)],
         "watcher": ["-m", "services.watcher"],
+        "scheduler": ["-m", "services.scheduler"],
         "relay": ["-m", "services.cli.main", "relay"],
     }
     logs = data_dir / "logs"
@@ -138,14 +142,13 @@ def _tail(child: Child) -> str:
 
 
 def _stop(children: list[Child]) -> None:
-    """SIGTERM to all, then wait; whatever is still running after STOP_SECONDS is killed."""
-    for child in children:
+    """In the reverse of the order they started (the sim, which the others call, last): SIGTERM,
+    then a wait; whatever is still running after STOP_SECONDS is killed."""
+    for child in reversed(children):
         if child.process.poll() is None:
             child.process.terminate()
-    deadline = time.monotonic() + STOP_SECONDS
-    for child in children:
         try:
-            child.process.wait(max(deadline - time.monotonic(), 0.1))
+            child.process.wait(STOP_SECONDS)
         except subprocess.TimeoutExpired:
             child.process.kill()
             child.process.wait()
@@ -193,10 +196,7 @@ async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children:
         "SELECT nodepool, nodes, in_flight, resources::text, (spec -> 'spec' -> 'limits')::text AS limits"
         " FROM nodepool_counters ORDER BY nodepool"
     )
-    latest = await conn.fetch(
-        "SELECT DISTINCT ON (stream_id) stream_id, type, data ->> 'nodepool' AS nodepool FROM events"
-        " WHERE stream_id LIKE 'node-%' OR stream_id LIKE 'pod-%' ORDER BY stream_id, version DESC"
-    )
+    latest = await latest_states(conn)
     nodes = [
         {
             "name": r["stream_id"].removeprefix("node-"),
@@ -234,6 +234,14 @@ async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children:
         "recent": [{"position": r["position"], "type": r["type"], "stream": r["stream_id"]} for r in recent],
         "processes": processes,
     }
+
+
+async def latest_states(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """The newest fact of every node and pod stream: what the watcher last saw of each."""
+    return await conn.fetch(
+        "SELECT DISTINCT ON (stream_id) stream_id, type, data ->> 'nodepool' AS nodepool FROM events"
+        " WHERE stream_id LIKE 'node-%' OR stream_id LIKE 'pod-%' ORDER BY stream_id, version DESC"
+    )
 
 
 def _render(view: dict[str, Any]) -> Group:

@@ -105,6 +105,21 @@ class ValueSet:
             out = ValueSet(self.key, frozenset(v for v in values if out._in_bounds(v)), False, min_values=min_values)
         return out
 
+    def to_requirements(self) -> list[Requirement]:
+        """The node selector requirements that say the same (bounds as Karpenter's Gte/Lte)."""
+        out: list[Requirement] = []
+        op = self.operator
+        if op in (Operator.IN, Operator.NOT_IN):
+            values = [v for v in sorted(self.values) if op == Operator.NOT_IN or self._in_bounds(v)]
+            out.append(Requirement(key=self.key, operator=op, values=values, min_values=self.min_values))
+        elif op == Operator.DOES_NOT_EXIST or (self.at_least is None and self.at_most is None):
+            out.append(Requirement(key=self.key, operator=op, min_values=self.min_values))
+        if self.complement and self.at_least is not None:
+            out.append(Requirement(key=self.key, operator=Operator.GTE, values=[str(self.at_least)]))
+        if self.complement and self.at_most is not None:
+            out.append(Requirement(key=self.key, operator=Operator.LTE, values=[str(self.at_most)]))
+        return out
+
     def __str__(self) -> str:
         shown = sorted(self.values)
         if self.at_least is not None or self.at_most is not None:

@@ -116,3 +116,12 @@ def test_requirements_on_one_key_allow_a_label_when_each_does(a, b, value):
     both = Requirements([a, b])
     each = Requirements([a]).labels_allowed(labels) and Requirements([b]).labels_allowed(labels)
     assert both.labels_allowed(labels) == each or value is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(value_sets(), value_sets(), st.sampled_from(VALUES))
+def test_a_value_set_written_back_as_requirements_admits_the_same_values(a, b, value):
+    both = a.intersection(b)
+    again = Requirements.of(both.to_requirements())
+    labels = {K: value}
+    assert again.labels_allowed(labels) == Requirements([both]).labels_allowed(labels)

@@ -1,0 +1,96 @@
+"""`nodewright run SCENARIO`: `nodewright up` with the scenario until it ends, then the audit,
+then a clean stop, and one summary of what happened."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from services.cli import up
+from services.cli.eventlog import audit_database, open_store
+from shared.config import Settings
+from shared.runtime.scenarios import load_scenario
+
+WALL_SECONDS = 60.0
+"""By default a scenario plays in about this long, whatever its duration."""
+SETTLE_SECONDS = 2.0
+
+
+def default_speed(duration: timedelta) -> float:
+    return max(duration.total_seconds() / WALL_SECONDS, 1.0)
+
+
+def run(config: Settings, path: Path, speed: float | None = None, console: Console | None = None) -> dict[str, Any]:
+    scenario = load_scenario(path)
+    speed = speed or default_speed(scenario.end - scenario.start)
+    wall = (scenario.end - scenario.start).total_seconds() / speed + SETTLE_SECONDS
+
+    async def summarise(database_url: str) -> dict[str, Any]:
+        result = await audit_database(database_url)
+        store = await open_store(database_url)
+        try:
+            facts = [f async for page in store.read_types(_COUNTED) for f in page]
+            pending = await _pending_at_end(store)
+        finally:
+            await store.close()
+        current: dict[str, int] = {}
+        peak: dict[str, int] = {}
+        created = terminated = 0
+        for kind, data in facts:
+            pool = data.get("nodepool")
+            if kind == "NodeClaimCreated":
+                created += 1
+                current[pool] = current.get(pool, 0) + 1
+                peak[pool] = max(peak.get(pool, 0), current[pool])
+            else:
+                terminated += kind == "NodeClaimTerminated"
+                current[pool] = current.get(pool, 0) - 1
+        limits = {
+            name: dict((pool.spec or {}).get("spec", {}).get("limits") or {})
+            for name, pool in result.replay.pools.items()
+        }
+        return {
+            "scenario": scenario.name,
+            "events": result.replay.events,
+            "nodeclaims_created": created,
+            "nodeclaims_terminated": terminated,
+            "disruptions": {},
+            "max_nodes": dict(sorted(peak.items())),
+            "limits": dict(sorted(limits.items())),
+            "pending_pods_at_end": pending,
+            "violations": [v.to_dict() for v in result.replay.violations],
+            "audit_ok": result.ok,
+        }
+
+    _, summary = up.up(
+        config, path, speed, run_for=wall, live=False, console=console or Console(quiet=True), then=summarise
+    )
+    return summary
+
+
+_COUNTED = ["NodeClaimCreated", "NodeClaimLaunchFailed", "NodeClaimTerminated"]
+
+
+async def _pending_at_end(store: Any) -> int:
+    async with store.driver_connection() as raw:
+        return sum(1 for r in await up.latest_states(raw) if r["type"] == "PodPending")
+
+
+def render(summary: dict[str, Any]) -> str:
+    lines = [
+        f"scenario {summary['scenario']}: {summary['events']} events, "
+        f"{summary['nodeclaims_created']} NodeClaims created, {summary['nodeclaims_terminated']} terminated, "
+        f"{summary['pending_pods_at_end']} pods pending at the end",
+    ]
+    for pool, peak in summary["max_nodes"].items():
+        limit = summary["limits"].get(pool, {}).get("nodes")
+        lines.append(f"  nodepool {pool}: at most {peak} nodes" + (f" (limits.nodes {limit})" if limit else ""))
+    if summary["violations"]:
+        lines.append(f"audit: {len(summary['violations'])} violation(s)")
+        lines.extend(f"  #{v['position']} {v['stream']} [{v['rule']}] {v['detail']}" for v in summary["violations"])
+    else:
+        lines.append("audit: clean")
+    return "\n".join(lines)
