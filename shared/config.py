@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     """With it, the accelerated clock: the simulated instant at `clock_origin` (wall, epoch seconds)."""
     clock_speed: float = 1.0
     clock_origin: float | None = None
+    batch_idle_duration: float = 1.0
+    """Seconds (on the clock) without a new pod that end the scheduler's batch (upstream's BATCH_IDLE_DURATION)."""
+    batch_max_duration: float = 10.0
+    """The longest a batch waits after its first pod (upstream's BATCH_MAX_DURATION)."""
 
     def clock(self) -> Clock:
         return clock_from(self.clock_start, self.clock_speed, self.clock_origin)

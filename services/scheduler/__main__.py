@@ -4,6 +4,7 @@ cloud it launches on is the sim's, over NATS (the only `CloudProvider` adapter s
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Annotated
 
 import typer
@@ -26,7 +27,16 @@ def main(port: Annotated[int, typer.Option("--port", help="health and metrics po
         store = EventStore.connect(database_url, pool_size=4)
         cloud = await SimClient.connect(nats_url)
         try:
-            await SchedulerService(store, cloud, config.clock(), nats_url, port=port).run(stopping)
+            service = SchedulerService(
+                store,
+                cloud,
+                config.clock(),
+                nats_url,
+                port=port,
+                idle=timedelta(seconds=config.batch_idle_duration),
+                longest=timedelta(seconds=config.batch_max_duration),
+            )
+            await service.run(stopping)
         finally:
             await cloud.close()
             await store.close()

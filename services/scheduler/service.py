@@ -68,7 +68,16 @@ class SchedulerService:
         self.shell = ServiceShell(PRODUCER, nats_url, port=port, subjects=None, readiness=[self._ready])
         registry = self.shell.registry
         self.created = Counter(
-            "karpenter_nodeclaims_created_total", "NodeClaims created.", ["nodepool", "reason"], registry=registry
+            "karpenter_nodeclaims_created_total",
+            "NodeClaims created.",
+            ["reason", "nodepool", "min_values_relaxed"],
+            registry=registry,
+        )
+        self.unschedulable = Gauge(
+            "karpenter_scheduler_unschedulable_pods_count", "Pods the last pass could not place.", registry=registry
+        )
+        self.ignored = Gauge(
+            "karpenter_scheduler_ignored_pods_count", "Pods the last pass left alone.", registry=registry
         )
         self.duration = Histogram(
             "karpenter_scheduler_scheduling_duration_seconds", "Duration of one scheduling pass.", registry=registry
@@ -171,9 +180,9 @@ class SchedulerService:
         for name, pool in self.projection.pools.items():
             if name in live:
                 for resource, value in live[name].usage().items():
-                    self.usage.labels(name, resource).set(float(value))
+                    self.usage.labels(name, _resource_type(resource)).set(float(value))
             for resource, quantity in (pool.spec.limits or {}).items():
-                self.limit.labels(name, resource).set(float(quantity.value))
+                self.limit.labels(name, _resource_type(resource)).set(float(quantity.value))
         with self.duration.time():
             plan = schedule(
                 self.projection.plannable(),
@@ -184,6 +193,8 @@ class SchedulerService:
                 now=now,
                 running=self.projection.running(),
             )
+        self.unschedulable.set(len(plan.unplaced))
+        self.ignored.set(len(plan.ignored))
         for pod, why in plan.unplaced.items():
             log.info("could not schedule pod %s: %s", pod, why)
         launched = []
@@ -213,7 +224,7 @@ class SchedulerService:
         except ReservationError as exc:
             log.info("nodepool %s: not creating a NodeClaim: %s", claim.nodepool, exc)
             return None
-        self.created.labels(claim.nodepool, "provisioning").inc()
+        self.created.labels("provisioning", claim.nodepool, "false").inc()
         template = pool.spec.template
         spec = {
             "nodeclaim": name,
@@ -247,6 +258,11 @@ class SchedulerService:
         )
         await self.store.append(launched.stream_id, None, [NewEvent.of(launched, occurred_at=now, producer=PRODUCER)])
         return name
+
+
+def _resource_type(name: str) -> str:
+    """Karpenter's `resource_type` label: lowercase, `-` as `_`."""
+    return name.lower().replace("-", "_")
 
 
 def _remaining(counters: Any, pool: Any) -> Mapping[str, Decimal] | None:

@@ -41,16 +41,16 @@ def burst(replicas: int, limits: dict | None = None) -> dict:
     )
 
 
-async def play(document: dict, migrated_url: str, nats_url: str, store, until) -> SimService:
+async def play(document: dict, migrated_url: str, nats_url: str, store, until, replicas: int = 1) -> SimService:
     clock = AcceleratedClock(START, speed=60)
     sim = SimService(parse_scenario(document), clock, nats_url)
     client = await SimClient.connect(nats_url)
     stopping = asyncio.Event()
     watcher = WatcherService(store, client, clock, nats_url)
-    scheduler = SchedulerService(store, client, clock, nats_url)
+    schedulers = [SchedulerService(store, client, clock, nats_url) for _ in range(replicas)]
     sim_task = asyncio.create_task(sim.run(stopping))
     await asyncio.sleep(0.5)
-    tasks = [asyncio.create_task(watcher.run(stopping)), asyncio.create_task(scheduler.run(stopping))]
+    tasks = [asyncio.create_task(watcher.run(stopping)), *(asyncio.create_task(s.run(stopping)) for s in schedulers)]
     try:
         deadline = time.monotonic() + 120
         while not until(sim):
@@ -89,5 +89,14 @@ async def test_a_nodes_limit_holds_exactly_under_a_burst(store, migrated_url, na
     sim = await play(burst(200, {"nodes": "3"}), migrated_url, nats_server_url, store, limited)
     await asyncio.sleep(1.0)
     assert len(sim.world.cloud.instances) == 3  # never a fourth, however many pods wait
+    result = await audit_database(migrated_url)
+    assert result.replay.violations == [] and result.counters_match
+
+
+async def test_two_scheduler_replicas_never_give_a_pod_two_claims(store, migrated_url, nats_server_url):
+    sim = await play(burst(120), migrated_url, nats_server_url, store, lambda s: pods_running(s, 120), replicas=2)
+    created = [data async for page in store.read_types(["NodeClaimCreated"]) for _, data in page]
+    pods = [pod for data in created for pod in data["pods"]]
+    assert len(pods) == len(set(pods)) and len(created) == len(sim.world.cloud.instances)
     result = await audit_database(migrated_url)
     assert result.replay.violations == [] and result.counters_match
