@@ -171,7 +171,9 @@ def _bound(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     key = _pod_key(data)
     p.pending.pop(key, None)
     p.nominated.pop(key, None)
-    p.bound[key] = (data["node"], p.requests.get(key, {}), p.labels.get(key, {}))
+    requests = {k: parse(str(v)) for k, v in (data.get("requests") or {}).items()} or p.requests.get(key, {})
+    p.bound[key] = (data["node"], requests, data.get("labels") or p.labels.get(key, {}))
+    p.changed = True  # its node has less room now
 
 
 def _pod_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:

@@ -33,10 +33,11 @@ from shared.clock import Clock
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
-from shared.ports.cloud import CloudError, CloudProvider, InsufficientCapacityError
+from shared.ports.cloud import CloudError, CloudProvider
 from shared.scheduling.offerings import InstanceOption, Offer, UnavailableOfferings
 from shared.scheduling.packing import PlannedClaim, claim_requirements, schedule
 from shared.store.eventstore import EventStore, unit
+from shared.store.gaps import GapWatch
 
 PRODUCER = "scheduler"
 LEADER_LOCK = 0x6E77_7363_6864  # "nwschd"
@@ -62,6 +63,7 @@ class SchedulerService:
         self.store, self.cloud, self.clock = store, cloud, clock
         self.idle, self.longest = idle, longest
         self.projection = Projection()
+        self.gaps = GapWatch(store)
         self.unavailable = UnavailableOfferings()
         self.catalog: list[InstanceOption] = []
         self.leading = False
@@ -120,15 +122,19 @@ class SchedulerService:
     async def _follow(self, stopping: asyncio.Event) -> None:
         first: datetime | None = None
         last: datetime | None = None
+        last_pass = self.clock.now()
         while not stopping.is_set():
             await self.catch_up()
             now = self.clock.now()
             waiting = self.projection.plannable()
             self.queue.set(len(waiting))
+            if waiting and now - last_pass >= self.longest:  # pods still waiting: look again
+                self.projection.changed = True
             if self.projection.changed and waiting:
                 self.projection.changed = False
                 first, last = first or now, now
             if first is not None and (now - last >= self.idle or now - first >= self.longest):
+                last_pass = now
                 try:
                     await self.plan_and_launch(now)
                 except (nats.errors.Error, TimeoutError, OSError) as exc:  # the cloud out of reach: try again
@@ -139,11 +145,27 @@ class SchedulerService:
             await _wait(stopping, POLL_SECONDS)
 
     async def catch_up(self) -> None:
-        """Fold what the log holds past the projection's position, and record the lifecycle
-        steps the watcher's node facts imply."""
-        async for page in self.store.read_all(self.projection.position):
-            self.projection.apply(page)
-            await self._lifecycle(page)
+        """Fold the log past the projection's position, in order and without holes: a position
+        still being written (the store lets a later one commit first) is waited for, and one
+        lost to a rollback is stepped over, as the relay does. Then record the lifecycle steps
+        the watcher's node facts imply."""
+        while True:
+            hole = None
+            async with contextlib.aclosing(self.store.read_all(self.projection.position)) as pages:
+                async for page in pages:
+                    ready = []
+                    for event in page:
+                        if event.position != self.projection.position + len(ready) + 1:
+                            break
+                        ready.append(event)
+                    self.projection.apply(ready)
+                    await self._lifecycle(ready)
+                    if len(ready) < len(page):
+                        hole = self.projection.position + 1
+                        break
+            if hole is None or not await self.gaps.lost(hole):
+                return  # all read, or a writer is still on it: next time
+            self.projection.position = hole
 
     async def _lifecycle(self, page: list[Any]) -> None:
         steps = {"NodeRegistered": c.NodeClaimRegistered, "NodeInitialized": c.NodeClaimInitialized}
@@ -237,8 +259,10 @@ class SchedulerService:
         }
         try:
             instance = await self.cloud.create(spec)
-        except CloudError as exc:
-            if isinstance(exc, InsufficientCapacityError):
+        except (CloudError, nats.errors.Error, TimeoutError, OSError) as exc:
+            # whatever went wrong, the reservation is released and the pods are planned again;
+            # an offering the cloud refused is skipped for a while, a lost connection is not
+            if isinstance(exc, CloudError):
                 for option in claim.options:
                     for offer in option.offers:
                         self.unavailable.mark(option.instance.name, offer.zone, offer.capacity_type, now)

@@ -116,7 +116,15 @@ class Facts:
         node = obj.get("nodeName")
         if node and known.node != node:
             known.node = node
-            out.append(Fact(c.PodBound(namespace=namespace, name=name, node=node, uid=uid), fact_id("PodBound", uid)))
+            bound = c.PodBound(
+                namespace=namespace,
+                name=name,
+                node=node,
+                uid=uid,
+                requests=obj.get("requests") or {},
+                labels=obj.get("labels") or {},
+            )
+            out.append(Fact(bound, fact_id("PodBound", uid)))
         elif not node and obj.get("unschedulable") and not known.pending:
             known.pending = True
             out.append(Fact(_pending(namespace, name, uid, obj), fact_id("PodPending", uid)))

@@ -157,6 +157,8 @@ class PodBound(PodEvent):
     TYPE: ClassVar[str] = "PodBound"
     node: str
     uid: str | None = None
+    requests: Resources = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
 
 
 class PodDeleted(PodEvent):

@@ -85,6 +85,7 @@ class PlannedClaim:
     used: dict[str, Decimal]
     largest: dict[str, Decimal] = field(default_factory=dict)  # per resource, the most any option has
     zone_set: frozenset[str] = frozenset()  # the zones its options offer
+    taints: tuple[Taint, ...] = ()  # its pool's: every pod on it must tolerate them
 
     def narrowed(self, options: list[Option], fitting: _Fitting) -> None:
         """New options (after a requirement narrowed them), and what is derived from them."""
@@ -113,10 +114,12 @@ class PlannedClaim:
                 if len(kept) >= MAX_INSTANCE_TYPES and _min_values_met(self.requirements, kept, self.used):
                     break
         self.options = kept
+        self.zone_set = frozenset(offer.zone for o in kept for offer in o.offers)
 
     @property
     def instance_types(self) -> list[str]:
-        return [o.instance.name for o in self.options[:MAX_INSTANCE_TYPES]]
+        """The types the NodeClaim names (`settle` chose them: the cheapest, minValues kept)."""
+        return [o.instance.name for o in self.options]
 
     def capacity_types(self) -> list[str]:
         return sorted({offer.capacity_type for o in self.options for offer in o.offers})
@@ -382,6 +385,8 @@ def _with(used: Mapping[str, Decimal], pod: PendingPod) -> dict[str, Decimal]:
 def _add_to_claim(
     pod: PendingPod, claim: PlannedClaim, topology: Topology, zones: list[str] | None, fitting: _Fitting
 ) -> bool:
+    if claim.taints and _tolerated(pod.tolerations, claim.taints) is not None:
+        return False
     if pod.requirements and claim.requirements.compatible(pod.requirements):
         return False
     used = _with(claim.used, pod)
@@ -448,7 +453,7 @@ def _new_claim(
                 left[name] -= 1
             else:
                 left[name] -= max(o.instance.capacity.get(name, _ZERO) for o in holding)
-    claim = PlannedClaim(f"claim-{len(plan.claims)}", pool.name, merged, options, [pod.key], used)
+    claim = PlannedClaim(f"claim-{len(plan.claims)}", pool.name, merged, options, [pod.key], used, taints=pool.taints)
     claim.narrowed(options, fitting)
     plan.claims.append(claim)
     return None

@@ -32,6 +32,7 @@ class ValueSet:
     at_least: int | None = None
     at_most: int | None = None
     min_values: int | None = None
+    present: bool = False  # a requirement asked for the label to exist (In, Exists, Gt...): a node without it fails
 
     @classmethod
     def of(cls, requirement: Requirement) -> ValueSet:
@@ -39,25 +40,25 @@ class ValueSet:
         values = frozenset(requirement.values or ())
         op, m = requirement.operator, requirement.min_values
         if op == Operator.IN:
-            return cls(key, values, False, min_values=m)
+            return cls(key, values, False, min_values=m, present=True)
         if op == Operator.NOT_IN:
             return cls(key, values, True, min_values=m)
         if op == Operator.EXISTS:
-            return cls(key, frozenset(), True, min_values=m)
+            return cls(key, frozenset(), True, min_values=m, present=True)
         if op == Operator.DOES_NOT_EXIST:
             return cls(key, frozenset(), False, min_values=m)
         bound = int(next(iter(values)))
         if op == Operator.GT:
-            return cls(key, frozenset(), True, at_least=bound + 1, min_values=m)
+            return cls(key, frozenset(), True, at_least=bound + 1, min_values=m, present=True)
         if op == Operator.GTE:
-            return cls(key, frozenset(), True, at_least=bound, min_values=m)
+            return cls(key, frozenset(), True, at_least=bound, min_values=m, present=True)
         if op == Operator.LT:
-            return cls(key, frozenset(), True, at_most=bound - 1, min_values=m)
-        return cls(key, frozenset(), True, at_most=bound, min_values=m)
+            return cls(key, frozenset(), True, at_most=bound - 1, min_values=m, present=True)
+        return cls(key, frozenset(), True, at_most=bound, min_values=m, present=True)
 
     @classmethod
     def exactly(cls, key: str, value: str) -> ValueSet:
-        return cls(NORMALIZED_LABELS.get(key, key), frozenset({value}))
+        return cls(NORMALIZED_LABELS.get(key, key), frozenset({value}), present=True)
 
     def _in_bounds(self, value: str) -> bool:
         if self.at_least is None and self.at_most is None:
@@ -90,8 +91,9 @@ class ValueSet:
         at_least = _larger(self.at_least, other.at_least)
         at_most = _smaller(self.at_most, other.at_most)
         min_values = _larger(self.min_values, other.min_values)
+        present = self.present or other.present
         if at_least is not None and at_most is not None and at_least > at_most:
-            return ValueSet(self.key, frozenset(), False, min_values=min_values)  # crossed: DoesNotExist
+            return ValueSet(self.key, frozenset(), False, min_values=min_values, present=present)  # crossed
         if self.complement and other.complement:
             values, complement = self.values | other.values, True
         elif self.complement:
@@ -100,9 +102,10 @@ class ValueSet:
             values, complement = self.values - other.values, False
         else:
             values, complement = self.values & other.values, False
-        out = ValueSet(self.key, frozenset(values), complement, at_least, at_most, min_values)
+        out = ValueSet(self.key, frozenset(values), complement, at_least, at_most, min_values, present)
         if not complement:  # a finite set keeps only the values its bounds admit
-            out = ValueSet(self.key, frozenset(v for v in values if out._in_bounds(v)), False, min_values=min_values)
+            kept = frozenset(v for v in values if out._in_bounds(v))
+            out = ValueSet(self.key, kept, False, min_values=min_values, present=present)
         return out
 
     def to_requirements(self) -> list[Requirement]:
@@ -194,7 +197,7 @@ class Requirements(Mapping[str, ValueSet]):
         for key, value_set in self._sets.items():
             value = labels.get(key)
             if value is None:
-                if not value_set.negative:
+                if value_set.present or not value_set.negative:
                     return False
             elif not value_set.has(value):
                 return False

@@ -51,7 +51,12 @@ def test_a_taint_blocks_a_pool_and_a_startup_taint_does_not():
     assert [c.nodepool for c in plan.claims] == ["a-plain"]
     tolerant = pod("q", tolerations=(Toleration(key="dedicated", operator="Exists"),))
     assert [c.nodepool for c in schedule([tolerant], [], [tainted, pool("a-plain")], CATALOG).claims] == ["z-tainted"]
-    # startup taints are not in PoolTemplate.taints: the pool's startupTaints never block a pod
+    # a pod that does not tolerate the pool's taint never joins a claim of that pool
+    plan = schedule([tolerant, pod("r", "0.5")], [], [tainted], CATALOG)
+    assert [c.pods for c in plan.claims] == [["q"]] and "r" in plan.unplaced
+    # a node still starting is given without its startup taints: they never block a pod
+    starting = NodeCapacity("n1", {}, [], {"cpu": Decimal(4), "memory": 4 * GI, "pods": Decimal(10)}, initialized=False)
+    assert schedule([pod("s")], [starting], [pool("a-plain")], CATALOG).placed == {"s": "n1"}
 
 
 def test_daemonset_overhead_picks_the_4_cpu_type_for_a_1_cpu_pod_beside_a_2_cpu_daemonset():
@@ -263,3 +268,16 @@ def test_min_values_is_strict():
     assert plan.claims == [] and "minValues" in plan.unplaced["big"]
     plan = schedule([pod("a", "3"), pod("b", "3")], [], [two_types], catalog)
     assert [c.pods for c in plan.claims] == [["a"], ["b"]]  # together only c8 would hold them: a claim each
+
+
+def test_truncating_to_60_types_keeps_min_values():
+    cheap = [instance(str(n), 8, 1.0 + n / 1000) for n in range(2, 82)]  # 80 types, family by label below
+    catalog = [
+        InstanceOption(o.name, o.capacity, o.allocatable, {**o.labels, "family": "c" if i < 70 else "m"}, o.offers)
+        for i, o in enumerate(cheap)
+    ]
+    two_families = PoolTemplate(
+        "default", Requirements.of([Requirement(key="family", operator="Exists", min_values=2)])
+    )
+    (claim,) = schedule([pod("p", "1")], [], [two_families], catalog).claims
+    assert len(claim.instance_types) > 60 and {o.instance.labels["family"] for o in claim.options} == {"c", "m"}
