@@ -3,35 +3,19 @@ it watches is the sim's, over NATS (the only `Cluster` adapter so far)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
 
 from services.watcher.service import WatcherService
-from shared.adapters.sim import SimClient
-from shared.config import settings
-from shared.runtime.process import serve
-from shared.store.eventstore import EventStore
+from shared.runtime.process import serve_connected
 
 
 def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
-    config = settings()
-    if not config.nats_url or not config.database_url:
-        typer.echo("error: NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL must be set", err=True)
-        raise typer.Exit(2)
-    nats_url, database_url = config.nats_url, config.database_url
-
-    async def run(stopping: asyncio.Event) -> None:
-        store = EventStore.connect(database_url, pool_size=4)
-        cluster = await SimClient.connect(nats_url)
-        try:
-            await WatcherService(store, cluster, config.clock(), nats_url, port=port).run(stopping)
-        finally:
-            await cluster.close()
-            await store.close()
-
-    serve(run)
+    serve_connected(
+        "watcher",
+        lambda store, sim, config: WatcherService(store, sim, config.clock(), config.nats_url or "", port=port),
+    )
 
 
 if __name__ == "__main__":

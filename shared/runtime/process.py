@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
+from shared.adapters.sim import SimClient
+from shared.config import Settings, settings
 from shared.runtime import loop
+from shared.store.eventstore import EventStore
 
 
 def serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -20,3 +25,27 @@ def serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
         await main(stopping)
 
     loop.run(run())
+
+
+class Service(Protocol):
+    async def run(self, stopping: asyncio.Event) -> None: ...
+
+
+def serve_connected(name: str, build: Callable[[EventStore, SimClient, Settings], Service]) -> None:
+    """Run a service that needs the event store and the cluster and cloud (the sim's adapter, the
+    only one so far), closing both when it stops."""
+    config = settings()
+    database_url, nats_url = config.database_url, config.nats_url
+    if not database_url or not nats_url:
+        sys.exit(f"error: the {name} needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL")
+
+    async def run(stopping: asyncio.Event) -> None:
+        store = EventStore.connect(database_url, pool_size=4)
+        sim = await SimClient.connect(nats_url)
+        try:
+            await build(store, sim, config).run(stopping)
+        finally:
+            await sim.close()
+            await store.close()
+
+    serve(run)
