@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -228,6 +229,22 @@ def relay(
     typer.echo(f"published {count} events")
 
 
+@contextlib.contextmanager
+def _system_errors(child_exit: int) -> Iterator[None]:
+    """A bad scenario exits 2; a service process that died exits `child_exit`; both say why."""
+    from services.cli.up import ChildExited
+    from shared.api.scenario import ScenarioError
+
+    try:
+        yield
+    except ScenarioError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ChildExited as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(child_exit) from None
+
+
 @app.command("up")
 def up_command(
     scenario: Annotated[
@@ -243,22 +260,16 @@ def up_command(
     ] = None,
 ) -> None:
     """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
-    the watcher and the relay as separate processes, and a live view. Ctrl-C stops everything."""
+    the watcher, the scheduler and the relay as separate processes, and a live view. Ctrl-C stops
+    everything."""
     from services.cli import up
-    from shared.api.scenario import ScenarioError
     from shared.config import settings
 
     try:
-        up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
-    except ScenarioError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except up.ChildExited as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        with _system_errors(child_exit=1):
+            up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
     except KeyboardInterrupt:
-        typer.echo("stopped: every process and server is down")
-        return
+        pass
     typer.echo("stopped: every process and server is down")
 
 
@@ -273,18 +284,11 @@ def run_command(
 ) -> None:
     """Play a scenario to its end with every service (as `up` does), audit the log, stop, and
     summarise. Exit 1 when the audit finds a violation."""
-    from services.cli import run, up
-    from shared.api.scenario import ScenarioError
+    from services.cli import run
     from shared.config import settings
 
-    try:
+    with _system_errors(child_exit=2):
         summary = run.run(settings(), scenario, speed)
-    except ScenarioError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except up.ChildExited as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
     raise typer.Exit(0 if summary["audit_ok"] else 1)
 

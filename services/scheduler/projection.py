@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from shared.api.core import Requirement, Taint, Toleration
-from shared.api.labels import NODEPOOL_LABEL
+from shared.api.labels import NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodepool import NodePool
 from shared.api.pod import Affinity, TopologySpreadConstraint
 from shared.api.quantity import parse
@@ -96,7 +96,7 @@ class Projection:
         out = []
         for node_name, _, labels in self.bound.values():
             node = self.nodes.get(node_name)
-            out.append((labels, node.labels.get("topology.kubernetes.io/zone") if node else None, node_name))
+            out.append((labels, node.labels.get(ZONE_LABEL) if node else None, node_name))
         return out
 
     def templates(self, remaining: Mapping[str, Mapping[str, Decimal] | None]) -> list[PoolTemplate]:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -421,18 +421,23 @@ def run_coroutine_blocking(coroutine: Coroutine[Any, Any, _T]) -> _T:
 @contextmanager
 def local_database_url(settings: Settings) -> Iterator[str]:
     """`settings.database_url`, else an embedded PostgreSQL in `data_dir/postgres`, stopped on exit."""
-    if settings.database_url:
-        yield settings.database_url
-        return
-    with EmbeddedPostgres(settings.data_dir / "postgres") as server:
-        yield server.url
+    with _configured_or_embedded(
+        settings.database_url, lambda: EmbeddedPostgres(settings.data_dir / "postgres")
+    ) as url:
+        yield url
 
 
 @contextmanager
 def local_nats_url(settings: Settings) -> Iterator[str]:
     """`settings.nats_url`, else an embedded nats-server (free port, JetStream in `data_dir/nats`), stopped on exit."""
-    if settings.nats_url:
-        yield settings.nats_url
+    with _configured_or_embedded(settings.nats_url, lambda: EmbeddedNats(settings.data_dir / "nats")) as url:
+        yield url
+
+
+@contextmanager
+def _configured_or_embedded(url: str | None, embedded: Callable[[], EmbeddedPostgres | EmbeddedNats]) -> Iterator[str]:
+    if url:
+        yield url
         return
-    with EmbeddedNats(settings.data_dir / "nats") as server:
+    with embedded() as server:
         yield server.url

@@ -66,7 +66,6 @@ class Option:
     cpu: Decimal = field(init=False, compare=False)
     memory: Decimal = field(init=False, compare=False)
     pods: Decimal = field(init=False, compare=False)
-    others: tuple[tuple[str, Decimal], ...] = field(init=False, compare=False)
     zones: frozenset[str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -75,7 +74,6 @@ class Option:
         object.__setattr__(self, "cpu", room.get("cpu", _ZERO))
         object.__setattr__(self, "memory", room.get("memory", _ZERO))
         object.__setattr__(self, "pods", room.get("pods", _ZERO))
-        object.__setattr__(self, "others", tuple((k, v) for k, v in room.items() if k not in _MAIN))
         object.__setattr__(self, "zones", frozenset(o.zone for o in self.offers))
 
     @property

@@ -115,25 +115,6 @@ class Topology:
             known = self._by_selector_host[id(selector)] = (selector, counts)
         return known[1]
 
-    def host_allowed(self, pod: PodTopology, host: str) -> bool:
-        """Hostname rules: no pod the pod's anti-affinity selects on the host (nor one whose own
-        anti-affinity selects it), and the host's count stays within maxSkew (a new node is
-        always a domain with none)."""
-        here = self._by_host.get(host, ())
-        for term in pod.anti_affinity:
-            if term.topology_key == HOSTNAME_LABEL and any(term.selects(p.labels) for p in here):
-                return False
-        for placed in here:
-            if any(t.topology_key == HOSTNAME_LABEL and t.selects(pod.labels) for t in placed.anti_affinity):
-                return False
-        for c in pod.hard_spread:
-            if c.topology_key == HOSTNAME_LABEL:
-                selector = c.label_selector
-                count = sum(1 for p in here if selector is not None and selector.matches(p.labels))
-                if count + _self(selector, pod) > c.max_skew:
-                    return False
-        return True
-
     def zones_allowed(self, pod: PodTopology, eligible: Iterable[str]) -> list[str]:
         """The zones among `eligible` the zone rules allow, best first (fewest matching pods for
         spread; for affinity, zones that have a matching pod, or any zone for the first pod of a
