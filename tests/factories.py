@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -109,3 +110,18 @@ def startup_tainted_pool(name: str = "general") -> dict[str, Any]:
     pool = nodepool_doc(**{"metadata.name": name})
     pool["spec"]["template"]["spec"]["startupTaints"] = [{"key": "agent-not-ready", "effect": "NoExecute"}]
     return pool
+
+
+async def insert_applied(raw: Any, pool: str) -> int:
+    """A NodePoolApplied written straight into the table on an open transaction of `raw` (no
+    store, no commit): a writer caught between drawing its position and committing."""
+    event = new(applied(pool))
+    return await raw.fetchval(
+        "INSERT INTO events (event_id, stream_id, version, type, data, occurred_at)"
+        " VALUES ($1, $2, 1, $3, $4::jsonb, $5) RETURNING position",
+        event.event_id,
+        event.stream_id,
+        event.type,
+        json.dumps(event.data),
+        event.occurred_at,
+    )

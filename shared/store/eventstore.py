@@ -6,6 +6,8 @@ fails on its own, because every rule is checked in memory, against locked counte
 anything is written.
 
 One transaction, in order:
+0. a fenced append (a leader's reservation, `shared.store.leader`) takes its fence's companion
+   lock shared, then checks that its leader lock is still held, or raises `NotLeader`;
 1. the counter rows of every pool the units touch are locked (`FOR UPDATE`, in name order) and,
    in the same statement, the batch's event ids, stream heads and claims are read (read again if
    the statement waited for a lock while a pool moved);
@@ -88,6 +90,44 @@ class DuplicateMismatch(StoreError):
     """Some, not all, of a unit's event ids are stored already: not a redelivery of the same unit."""
 
 
+class NotLeader(StoreError):
+    """A fenced append from a session that no longer holds its leader lock; nothing is written."""
+
+    def __init__(self, fence: Fence) -> None:
+        super().__init__(
+            f"advisory lock {fence.key} is no longer held by backend pid {fence.pid}"
+            f" (started {fence.started.isoformat()}): this replica is not the leader"
+        )
+        self.fence = fence
+
+
+# The companion of a leader key is the key XOR this mask ("NWFENCE\0" in ASCII). The mask is
+# nonzero, so the two keys always differ; its top bit is clear, so the XOR leaves the sign bit
+# alone and a signed 64-bit key stays one; and it is its own inverse, so no two leader keys share
+# a companion. Do not use a key and its companion as two leader keys.
+COMPANION_MASK = 0x4E57_4645_4E43_4500
+
+
+def companion_key(key: int) -> int:
+    """The advisory key fenced appends hold shared while they run (`shared.store.leader`)."""
+    return key ^ COMPANION_MASK
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What a fenced append proves it still holds: the session advisory lock `key`, granted to the
+    backend `pid` that started at `started` (the pid alone could be reused by a later backend).
+    While it checks and until its transaction ends, it holds `companion_key(key)` shared."""
+
+    key: int
+    pid: int
+    started: datetime
+
+    @property
+    def companion(self) -> int:
+        return companion_key(self.key)
+
+
 @dataclass(frozen=True, slots=True)
 class Append:
     stream_id: str
@@ -131,6 +171,25 @@ counters AS (
     WHERE c.nodepool = p.nodepool
 )
 SELECT position, event_id FROM ins
+"""
+
+
+# The fence check, one statement: the transaction first takes the fence's companion key shared
+# (the CTE runs before the correlated test that reads it; the lock is held until the transaction
+# ends), then asks the lock manager, live, whether the leader lock is still the fence's. A leader
+# that takes the lock over then takes the companion key exclusively (`shared.store.leader`): it
+# waits for every reservation that passed its check, and any that takes the shared lock after it
+# finds the leader lock held by the new leader. Advisory locks on a bigint key are stored split:
+# high 32 bits in classid, low in objid, objsubid 1.
+_FENCE = """
+WITH shared AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($5::bigint) AS taken)
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid AND l.objsubid = 1
+      AND l.pid = $3 AND l.granted AND shared.taken IS NOT NULL
+      AND (SELECT a.backend_start FROM pg_stat_get_activity($3) AS a) = $4
+)
+FROM shared
 """
 
 
@@ -202,19 +261,27 @@ class EventStore:
         async with pool.acquire() as raw:
             yield raw
 
+    async def session_connection(self) -> asyncpg.Connection:
+        """A connection outside every pool, for its caller to close: session state such as an
+        advisory lock must neither leak to the pool's next user nor end when a pool recycles it."""
+        return await asyncpg.connect(**self._connect_params())
+
+    def _connect_params(self) -> dict[str, Any]:
+        _, params = self.engine.dialect.create_connect_args(self.engine.url)
+        for option in _SQLALCHEMY_ONLY:
+            params.pop(option, None)
+        return dict(params)
+
     async def _open_pool(self) -> asyncpg.Pool:
         async with self._pool_opened:
             if self._pool is None:
-                _, params = self.engine.dialect.create_connect_args(self.engine.url)
-                for option in _SQLALCHEMY_ONLY:
-                    params.pop(option, None)
                 self._pool = await asyncpg.create_pool(
                     min_size=0,
                     max_size=self.pool_size,
                     init=_json_codecs,
                     reset=_end_transaction,
                     server_settings={"plan_cache_mode": "force_generic_plan"},
-                    **params,
+                    **self._connect_params(),
                 )
         return self._pool
 
@@ -224,31 +291,38 @@ class EventStore:
         """Append to one stream; the positions of the events, in order."""
         return await self.append_unit(unit(stream_id, expected_version, events))
 
-    async def append_unit(self, appends: Unit) -> list[int]:
-        """Append to several streams at once, all or nothing."""
-        (result,) = await self.append_units([appends])
+    async def append_unit(self, appends: Unit, *, fence: Fence | None = None) -> list[int]:
+        """Append to several streams at once, all or nothing; with a `fence`, only while it holds."""
+        (result,) = await self.append_units([appends], fence=fence)
         if isinstance(result, BaseException):
             raise result
         return result
 
-    async def append_units(self, units: Sequence[Unit]) -> list[list[int] | StoreError | ReservationError]:
-        """One transaction for many units; each gets its positions or its own error."""
+    async def append_units(
+        self, units: Sequence[Unit], *, fence: Fence | None = None
+    ) -> list[list[int] | StoreError | ReservationError]:
+        """One transaction for many units; each gets its positions or its own error. A `fence`
+        covers the whole transaction (its units come from one leader): `NotLeader` is raised."""
         try:
-            return await self._append_units(units)
+            return await self._append_units(units, fence)
+        except NotLeader:
+            raise
         except asyncpg.UniqueViolationError:
             # A concurrent writer took a stream version or an event id between our read and write.
-            return [await self._append_alone(u) for u in units]
+            return [await self._append_alone(u, fence) for u in units]
         except (asyncpg.PostgresError, StoreError, ReservationError, KeyError, TypeError, ValueError):
             if len(units) == 1:
                 raise
             # something in one unit broke the shared transaction: find out which, one at a time
-            return [await self._append_alone(u) for u in units]
+            return [await self._append_alone(u, fence) for u in units]
 
-    async def _append_alone(self, appends: Unit, attempts: int = 3) -> list[int] | StoreError | ReservationError:
+    async def _append_alone(
+        self, appends: Unit, fence: Fence | None = None, attempts: int = 3
+    ) -> list[int] | StoreError | ReservationError:
         """One unit in its own transaction, retried while it races with other writers."""
         for attempt in range(attempts):
             try:
-                return (await self._append_units([appends]))[0]
+                return (await self._append_units([appends], fence))[0]
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "uq_events_event_id":
                     continue  # the same event was committed meanwhile: the retry returns its positions
@@ -263,9 +337,11 @@ class EventStore:
                 return InvalidEvent(f"cannot append: {exc!r}")
         return StoreError(f"gave up after {attempts} attempts racing other writers")
 
-    async def _append_units(self, units: Sequence[Unit]) -> list[list[int] | StoreError | ReservationError]:
+    async def _append_units(
+        self, units: Sequence[Unit], fence: Fence | None = None
+    ) -> list[list[int] | StoreError | ReservationError]:
         async with self.driver_connection() as raw:
-            batch = _Batch(raw, units, self._claims, self._specs)
+            batch = _Batch(raw, units, self._claims, self._specs, fence)
             async with raw.transaction():
                 results = await batch.run()
             batch.remember()
@@ -280,9 +356,14 @@ class EventStore:
         occurred_at: datetime,
         producer: str,
         correlation_id: str | None = None,
+        fence: Fence | None = None,
     ) -> list[int]:
         """Create NodeClaims only if every limit of their pools still holds with them, in flight
-        ones included; otherwise append nothing and raise `LimitExceeded` with the numbers."""
+        ones included; otherwise append nothing and raise `LimitExceeded` with the numbers.
+
+        With a `fence` (a leader's, `shared.store.leader`), also only while that lock is still
+        held, checked in the same transaction; otherwise append nothing and raise `NotLeader`.
+        The fenced reservation has a transaction of its own and costs one statement more."""
         return await self.append_unit(
             [
                 Append(
@@ -299,7 +380,8 @@ class EventStore:
                     ],
                 )
                 for c in claims
-            ]
+            ],
+            fence=fence,
         )
 
     async def reserve_disruption(
@@ -555,9 +637,17 @@ def _claim_stream(name: str) -> str:
 class _Batch:
     """The work of one append transaction."""
 
-    def __init__(self, raw: asyncpg.Connection, units: Sequence[Unit], cache: ClaimCache, specs: SpecCache) -> None:
+    def __init__(
+        self,
+        raw: asyncpg.Connection,
+        units: Sequence[Unit],
+        cache: ClaimCache,
+        specs: SpecCache,
+        fence: Fence | None = None,
+    ) -> None:
         self.raw = raw
         self.units = units
+        self.fence = fence
         self.cache = cache
         self.specs = specs
         self.heads: dict[str, int] = {}
@@ -569,6 +659,8 @@ class _Batch:
         self.loaded_specs: dict[str, dict[str, Any] | None] = {}  # to write a pool's spec only when it changed
 
     async def run(self) -> list[list[int] | StoreError | ReservationError]:
+        if self.fence is not None:
+            await self._check_fence(self.fence)
         # Lock first, then look for stored ids: a redelivery that waited on the lock for its first
         # copy's commit must find that copy, not a stream that moved.
         names = sorted(
@@ -588,6 +680,13 @@ class _Batch:
         for i, twin in self.twins.items():
             self.results[i] = self.results[twin]
         return self.results  # type: ignore[return-value]
+
+    async def _check_fence(self, fence: Fence) -> None:
+        """Before anything else: a refused fence then costs no pool lock, and a redelivery from a
+        former leader is refused too rather than answered."""
+        key = fence.key & 0xFFFF_FFFF_FFFF_FFFF
+        if not await self.raw.fetchval(_FENCE, key >> 32, key & 0xFFFF_FFFF, fence.pid, fence.started, fence.companion):
+            raise NotLeader(fence)
 
     def _drop_redelivered(self, found: dict[uuid.UUID, int]) -> list[int]:
         """The units to apply: those none of whose ids is stored or repeated in this batch."""

@@ -6,20 +6,37 @@ back). A reader that must not skip anything, the outbox relay, waits at the firs
 
 The gap settles by PostgreSQL's transaction ids. Every append takes its transaction id before
 it draws a position (`eventstore`), so when a reader sees a committed position above the gap,
-the gap's writer already had an id below the `xmax` of any snapshot taken afterwards. Once the
-oldest running transaction (`xmin`) is at or past that `xmax`, the writer has ended: the
-position is either visible now or never will be.
+the gap's writer already had an id, below any id assigned afterwards. The reader draws one such
+id, its horizon (`xid_horizon`); once the oldest running transaction (`xmin`) is at or past it,
+the writer has ended: the position is either visible now or never will be.
+
+A snapshot's `xmax` is no horizon: it is one past the newest *completed* id, and a transaction
+that took its id after that one completed runs at or above it, outside the snapshot's `xmin`.
 """
 
 from __future__ import annotations
 
+import asyncpg
+
 from shared.store.eventstore import EventStore
 
-_XMAX = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+_HORIZON = "SELECT pg_current_xact_id()::text::bigint"
+_ENDED = "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::bigint::text::xid8"
 _SETTLED = (
     "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::bigint::text::xid8,"
     " EXISTS (SELECT 1 FROM events WHERE position = $2)"
 )
+
+
+async def xid_horizon(raw: asyncpg.Connection) -> int:
+    """A transaction id above every one assigned so far: a fresh one, committed at once (so
+    call it outside a transaction). Costs one id, which only gaps and leader changes spend."""
+    return int(await raw.fetchval(_HORIZON))
+
+
+async def ended_below(raw: asyncpg.Connection, horizon: int) -> bool:
+    """Whether every transaction with an id below `horizon` has committed or rolled back."""
+    return bool(await raw.fetchval(_ENDED, horizon))
 
 
 class GapWatch:
@@ -35,7 +52,7 @@ class GapWatch:
         its writer may still commit (ask again later) or once it has appeared (read again)."""
         async with self.store.driver_connection() as raw:
             if self.position != position:
-                self.position, self._horizon = position, await raw.fetchval(_XMAX)
+                self.position, self._horizon = position, await xid_horizon(raw)
             settled, present = await raw.fetchrow(_SETTLED, self._horizon, position)
         if not settled:
             return False

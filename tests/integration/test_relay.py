@@ -11,7 +11,7 @@ from nats.js import JetStreamContext
 from shared.bus.relay import OutboxRelay
 from shared.bus.streams import MSG_ID, STREAM
 from shared.store.eventstore import EventStore
-from tests.factories import applied, created, new
+from tests.factories import applied, created, insert_applied, new
 
 
 async def fill(store: EventStore, pools: int = 3, claims: int = 4) -> int:
@@ -127,16 +127,7 @@ async def test_the_relay_command_publishes_what_is_committed(
 async def _draw_position_without_commit(raw, pool: str = "slow") -> int:
     """An append caught between drawing its position and committing, as a slow writer is."""
     await raw.fetchval("SELECT pg_current_xact_id()")
-    event = new(applied(pool))
-    return await raw.fetchval(
-        "INSERT INTO events (event_id, stream_id, version, type, data, occurred_at)"
-        " VALUES ($1, $2, 1, $3, $4::jsonb, $5) RETURNING position",
-        event.event_id,
-        event.stream_id,
-        event.type,
-        json.dumps(event.data),
-        event.occurred_at,
-    )
+    return await insert_applied(raw, pool)
 
 
 async def published_positions(js: JetStreamContext) -> list[int]:
