@@ -1,5 +1,6 @@
 """`python -m services.scheduler --port N`: the scheduler, as `nodewright up` starts it. The
-cloud it launches on is the sim's, over NATS (the only `CloudProvider` adapter so far)."""
+cloud it launches on, and the cluster its pod events go to, are the sim's, over NATS (the only
+adapters so far)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def main(port: Annotated[int, typer.Option("--port", help="health and metrics po
             port=port,
             idle=timedelta(seconds=config.batch_idle_duration),
             longest=timedelta(seconds=config.batch_max_duration),
+            cluster=sim,
         ),
     )
 

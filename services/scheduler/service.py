@@ -7,7 +7,9 @@ strict reservation against the pool's counter row), the cloud's `create`, then
 NodeClaimLaunched, or NodeClaimLaunchFailed with the offerings put in the insufficient-capacity
 cache so the next pass plans around them. It also turns the watcher's node facts into the
 counted lifecycle (NodeClaimRegistered, NodeClaimInitialized). Replicas are safe: one holds a
-PostgreSQL advisory lock and plans, the others wait to take over.
+PostgreSQL advisory lock and plans, the others wait to take over; every reservation carries the
+lock's fence, so a replica that lost the lock without noticing can reserve nothing
+(`shared.store.leader`).
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import asyncpg
 import nats.errors
 from prometheus_client import Counter, Gauge, Histogram
-from sqlalchemy import text
 
-from services.scheduler.projection import Projection
-from shared.api.labels import NODEPOOL_LABEL
+from services.scheduler.projection import ClaimInFlight, Projection
+from shared.api.core import Requirement
+from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
+from shared.api.nodepool import NodePool
 from shared.api.quantity import format_quantity, parse
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
@@ -34,15 +39,21 @@ from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudError, CloudProvider
+from shared.ports.cluster import NORMAL, POD, WARNING, Cluster, KubeEvent
+from shared.runtime.recorder import Recorder
 from shared.scheduling.offerings import InstanceOption, Offer, UnavailableOfferings
 from shared.scheduling.packing import PlannedClaim, claim_requirements, schedule
-from shared.store.eventstore import EventStore, unit
+from shared.scheduling.requirements import Requirements
+from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
 from shared.store.gaps import GapWatch
+from shared.store.leader import LeaderLock
 
 PRODUCER = "scheduler"
 LEADER_LOCK = 0x6E77_7363_6864  # "nwschd"
 IDLE = timedelta(seconds=1)
 LONGEST = timedelta(seconds=10)
+LAUNCHES_AT_ONCE = 16
+LOCK_CHECK_SECONDS = 2.0
 POLL_SECONDS = 0.05
 _IDS = uuid.UUID("1b7c6b0e-3d38-4cf1-9c0a-73636865646c")
 log = logging.getLogger("nodewright.scheduler")
@@ -59,14 +70,18 @@ class SchedulerService:
         port: int = 0,
         idle: timedelta = IDLE,
         longest: timedelta = LONGEST,
+        cluster: Cluster | None = None,
     ) -> None:
+        """`cluster`: where the pods' FailedScheduling and Nominated events go (none: nowhere)."""
         self.store, self.cloud, self.clock = store, cloud, clock
+        self.recorder = Recorder(cluster)
         self.idle, self.longest = idle, longest
         self.projection = Projection()
         self.gaps = GapWatch(store)
         self.unavailable = UnavailableOfferings()
         self.catalog: list[InstanceOption] = []
         self.leading = False
+        self.lock = LeaderLock(store, LEADER_LOCK)
         self.shell = ServiceShell(PRODUCER, nats_url, port=port, subjects=None, readiness=[self._ready])
         registry = self.shell.registry
         self.created = Counter(
@@ -96,36 +111,42 @@ class SchedulerService:
         return None if self.leading else "waiting for the scheduler leader lock"
 
     async def run(self, stopping: asyncio.Event) -> None:
+        """Wait for the leader lock, lead until it is lost or the service stops, and wait again."""
         await self.shell.start()
         try:
-            async with self.store.engine.connect() as leader:
-                while not stopping.is_set():
-                    if await self._lead(leader):
-                        break
-                    await _wait(stopping, 1.0)
-                else:
-                    return
+            while not stopping.is_set():
                 try:
-                    await self._follow(stopping)
-                finally:
-                    await leader.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LEADER_LOCK})
-                    await leader.commit()
+                    self.leading = await self.lock.try_acquire()
+                except (StoreError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                    log.warning("leader lock out of reach (%r)", exc)
+                    self.leading = False
+                if self.leading:
+                    try:
+                        await self._follow(stopping)
+                    except NotLeader as exc:  # the lock was lost, or the store refused a fenced reservation
+                        log.warning("%s: following again", exc)
+                    self.leading = False
+                await _wait(stopping, 1.0)
         finally:
+            self.leading = False
+            await self.lock.release()
             await self.shell.stop()
-
-    async def _lead(self, conn: Any) -> bool:
-        held = await conn.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": LEADER_LOCK})
-        await conn.commit()
-        self.leading = bool(held)
-        return self.leading
 
     async def _follow(self, stopping: asyncio.Event) -> None:
         first: datetime | None = None
         last: datetime | None = None
         last_pass = self.clock.now()
+        checked = time.monotonic()
         while not stopping.is_set():
             await self.catch_up()
             now = self.clock.now()
+            if time.monotonic() >= checked + LOCK_CHECK_SECONDS:  # step down soon, even with nothing to do
+                checked = time.monotonic()
+                if not await self.lock.held():
+                    raise NotLeader(self.lock.fence)
+            # a disruption's replacements, or a launch left unrecorded
+            if self.projection.unlaunched() and not await _reaching_cloud(self.launch_unlaunched(now), stopping):
+                continue
             waiting = self.projection.plannable()
             self.queue.set(len(waiting))
             if waiting and now - last_pass >= self.longest:  # pods still waiting: look again
@@ -135,11 +156,7 @@ class SchedulerService:
                 first, last = first or now, now
             if first is not None and (now - last >= self.idle or now - first >= self.longest):
                 last_pass = now
-                try:
-                    await self.plan_and_launch(now)
-                except (nats.errors.Error, TimeoutError, OSError) as exc:  # the cloud out of reach: try again
-                    log.warning("scheduling pass interrupted (%r); retrying", exc)
-                    await _wait(stopping, 1.0)
+                if not await _reaching_cloud(self.plan_and_launch(now), stopping):
                     continue
                 first = last = None
             await _wait(stopping, POLL_SECONDS)
@@ -211,24 +228,40 @@ class SchedulerService:
                 self.projection.capacity(),
                 self.projection.templates(remaining),
                 self.catalog,
+                daemonsets=list(self.projection.daemonsets.values()),
                 unavailable=self.unavailable,
                 now=now,
                 running=self.projection.running(),
             )
         self.unschedulable.set(len(plan.unplaced))
         self.ignored.set(len(plan.ignored))
-        for pod, why in plan.unplaced.items():
-            log.info("could not schedule pod %s: %s", pod, why)
-        launched = []
+        events = [
+            KubeEvent(POD, pod, WARNING, "FailedScheduling", f"Failed to schedule pod, {why}", self._uid(pod))
+            for pod, why in plan.unplaced.items()
+        ]
+        events += [self._nominated(pod, target) for pod, target in plan.placed.items()]
         for claim in plan.claims:
-            name = await self._launch(claim, now)
+            name = await self._reserve(claim, now)
             if name is not None:
-                launched.append(name)
+                events += [self._nominated(pod, name) for pod in claim.pods]
         await self.catch_up()
+        launched = await self.launch_unlaunched(now)
+        await self.recorder.publish(events, now)  # after the launches: events never hold them up
         return launched
 
-    async def _launch(self, claim: PlannedClaim, now: datetime) -> str | None:
-        pool = self.projection.pools[claim.nodepool]
+    def _uid(self, pod: str) -> str:
+        known = self.projection.pending.get(pod)
+        return known.uid if known is not None else ""
+
+    def _nominated(self, pod: str, target: str) -> KubeEvent:
+        """Upstream's Nominated event: the claim, and the node once there is one."""
+        node = self.projection.nodes.get(target)
+        where = [f"nodeclaim/{node.nodeclaim}", f"node/{target}"] if node and node.nodeclaim else []
+        where = where or ([f"node/{target}"] if node else [f"nodeclaim/{target}"])
+        return KubeEvent(POD, pod, NORMAL, "Nominated", f"Pod should schedule on: {', '.join(where)}", self._uid(pod))
+
+    async def _reserve(self, claim: PlannedClaim, now: datetime) -> str | None:
+        """The strict reservation of a planned claim: its name, or None when a limit refused it."""
         name = f"{claim.nodepool}-{uuid.uuid4().hex[:8]}"
         requirements = [r.to_dict() for v in claim_requirements(claim).values() for r in v.to_requirements()]
         created = c.NodeClaimCreated(
@@ -240,36 +273,65 @@ class SchedulerService:
             ],
             pods=claim.pods,
             requirements=requirements,
+            requests=_strings({k: v for k, v in claim.used.items() if k != "pods"}),
         )
         try:
-            await self.store.reserve_launch([created], occurred_at=now, producer=PRODUCER)
+            await self.store.reserve_launch([created], occurred_at=now, producer=PRODUCER, fence=self.lock.fence)
         except ReservationError as exc:
             log.info("nodepool %s: not creating a NodeClaim: %s", claim.nodepool, exc)
             return None
         self.created.labels("provisioning", claim.nodepool, "false").inc()
-        template = pool.spec.template
-        spec = {
-            "nodeclaim": name,
-            "nodepool": claim.nodepool,
-            "requirements": requirements,
-            "requests": _strings(claim.used),
-            "labels": {**template.labels, NODEPOOL_LABEL: claim.nodepool},
-            "taints": [t.to_dict() for t in template.spec.taints or []],
-            "startupTaints": [t.to_dict() for t in template.spec.startup_taints or []],
-        }
+        return name
+
+    async def launch_unlaunched(self, now: datetime) -> list[str]:
+        """Launch every claim created and not launched yet (`Projection.unlaunched`), like
+        upstream's NodeClaim lifecycle controller: a pass's own, the replacements a disruption
+        ordered, and any a previous leader reserved without recording the outcome. The cloud's
+        create is idempotent per claim, so a claim the cloud launched before a crash gets its
+        instance back, never a second one. Once the cloud is out of reach the launches not yet
+        started wait for the next try. The names of the claims launched."""
+        waiting = self.projection.unlaunched()
+        if not waiting:
+            return []
+        if not await self.lock.held():
+            raise NotLeader(self.lock.fence)
+        gate = asyncio.Semaphore(LAUNCHES_AT_ONCE)
+        unreachable: list[BaseException] = []
+
+        async def one(name: str) -> str | None:
+            async with gate:
+                if unreachable:
+                    return None
+                try:
+                    return await self._launch(name, now)
+                except (nats.errors.Error, TimeoutError, OSError) as exc:
+                    unreachable.append(exc)
+                    return None
+
+        outcomes = await asyncio.gather(*(one(name) for name in waiting))
+        await self.catch_up()
+        if unreachable:  # every launch has ended: only now may the pass end
+            raise unreachable[0]
+        return [name for name in outcomes if name is not None]
+
+    async def _launch(self, name: str, now: datetime) -> str | None:
+        """The cloud's create for one claim, then NodeClaimLaunched; a refusal records
+        NodeClaimLaunchFailed (the reservation is released and the offerings the cloud refused
+        are skipped for a while). A lost connection records nothing: the claim stays unlaunched
+        and is tried again."""
+        claim = self.projection.claims[name]
+        pool = self.projection.pools.get(claim.nodepool)
         try:
-            instance = await self.cloud.create(spec)
-        except (CloudError, nats.errors.Error, TimeoutError, OSError) as exc:
-            # whatever went wrong, the reservation is released and the pods are planned again;
-            # an offering the cloud refused is skipped for a while, a lost connection is not
-            if isinstance(exc, CloudError):
-                for option in claim.options:
-                    for offer in option.offers:
-                        self.unavailable.mark(option.instance.name, offer.zone, offer.capacity_type, now)
+            if pool is None:
+                raise CloudError(f"nodepool {claim.nodepool} is not in service")
+            instance = await self.cloud.create(self._launch_spec(name, claim, pool))
+        except CloudError as exc:
+            if pool is not None:
+                self._mark_unavailable(claim, now)
             failed = c.NodeClaimLaunchFailed(
                 nodeclaim=name, nodepool=claim.nodepool, reason=type(exc).__name__, message=str(exc)[:1000]
             )
-            await self.store.append(failed.stream_id, None, [NewEvent.of(failed, occurred_at=now, producer=PRODUCER)])
+            await self._record(failed, now)
             return None
         launched = c.NodeClaimLaunched(
             nodeclaim=name,
@@ -279,9 +341,47 @@ class SchedulerService:
             provider_id=instance["providerID"],
             capacity_type=instance.get("capacityType"),
             zone=instance.get("zone"),
+            allocatable=instance.get("allocatable") or {},
+            labels=instance.get("labels") or {},
         )
-        await self.store.append(launched.stream_id, None, [NewEvent.of(launched, occurred_at=now, producer=PRODUCER)])
+        await self._record(launched, now)
         return name
+
+    def _launch_spec(self, name: str, claim: ClaimInFlight, pool: NodePool) -> dict[str, Any]:
+        template = pool.spec.template
+        return {
+            "nodeclaim": name,
+            "nodepool": claim.nodepool,
+            "requirements": claim.requirements,
+            "requests": claim.requests,
+            "labels": {**template.labels, NODEPOOL_LABEL: claim.nodepool},
+            "taints": [t.to_dict() for t in template.spec.taints or []],
+            "startupTaints": [t.to_dict() for t in template.spec.startup_taints or []],
+        }
+
+    def _mark_unavailable(self, claim: ClaimInFlight, now: datetime) -> None:
+        """Every offering the claim allowed goes in the insufficient-capacity cache."""
+        wanted = Requirements.of(Requirement.model_validate(r) for r in claim.requirements)
+        types, zones, capacity = (wanted.get(k) for k in (INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL))
+        for option in self.catalog:
+            if types is not None and not types.has(option.name):
+                continue
+            for offer in option.offers:
+                if (zones is None or zones.has(offer.zone)) and (capacity is None or capacity.has(offer.capacity_type)):
+                    self.unavailable.mark(option.name, offer.zone, offer.capacity_type, now)
+
+    async def _record(self, event: c.NodeClaimEvent, now: datetime) -> None:
+        """A launch outcome, with an id of its own per claim: recorded once, however often tried."""
+        new = NewEvent.of(
+            event,
+            occurred_at=now,
+            producer=PRODUCER,
+            event_id=uuid.uuid5(_IDS, f"{event.TYPE}/{event.nodeclaim}"),
+        )
+        try:
+            await self.store.append(event.stream_id, None, [new])
+        except (StoreError, ReservationError) as exc:
+            log.warning("claim %s: %s not recorded: %s", event.nodeclaim, event.TYPE, exc)
 
 
 def _resource_type(name: str) -> str:
@@ -311,6 +411,18 @@ def _instance(raw: Mapping[str, Any]) -> InstanceOption:
 
 def _strings(values: Mapping[str, Decimal]) -> dict[str, str]:
     return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
+
+
+async def _reaching_cloud(work: Awaitable[object], stopping: asyncio.Event) -> bool:
+    """Run a step that talks to the cloud; False, after a pause, when the cloud was out of
+    reach (the step is tried again: a create asked twice for one claim gives one instance)."""
+    try:
+        await work
+    except (nats.errors.Error, TimeoutError, OSError) as exc:
+        log.warning("interrupted (%r); retrying", exc)
+        await _wait(stopping, 1.0)
+        return False
+    return True
 
 
 async def _wait(stopping: asyncio.Event, seconds: float) -> None:

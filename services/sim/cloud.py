@@ -147,6 +147,10 @@ class SimCloud:
         instance.terminated_at = now
         return instance
 
+    def instance_for(self, nodeclaim: str) -> Instance | None:
+        """The running instance launched for a NodeClaim, if any."""
+        return next((i for i in self.running() if i.request.nodeclaim == nodeclaim), None)
+
     def running(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.state == RUNNING]
 

@@ -22,11 +22,22 @@ from shared.api.pod import Affinity, LabelSelector, TopologySpreadConstraint, Wh
 from shared.api.quantity import format_quantity
 from shared.api.scenario import STATEFULSET
 from shared.ports import cluster as ports
-from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
+from shared.ports.cluster import (
+    ADDED,
+    DAEMONSET,
+    DELETED,
+    MODIFIED,
+    NODE,
+    NODEPOOL,
+    PDB,
+    POD,
+    Snapshot,
+    WatchEvent,
+)
 from shared.scheduling.requirements import selector_allows
 
-DAEMONSET = "DaemonSet"
 HISTORY = 50_000
+EVENTS_KEPT = 10_000
 """Changes kept for watchers: between this and twice this many."""
 _ZERO = Decimal(0)
 
@@ -69,6 +80,21 @@ class PodTemplate:
     priority: int = 0
     grace_seconds: int = 30
 
+    def to_dict(self) -> dict[str, Any]:
+        """The pod spec fields a template sets, in the API's shape: a pod's and a DaemonSet's."""
+        return {
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "requests": _quantities(self.requests),
+            "nodeSelector": dict(self.node_selector),
+            "affinity": self.affinity.to_dict() if self.affinity else None,
+            "topologySpreadConstraints": [c.to_dict() for c in self.spread],
+            "tolerations": [x.to_dict() for x in self.tolerations],
+            "priorityClassName": self.priority_class,
+            "priority": self.priority,
+            "terminationGracePeriodSeconds": self.grace_seconds,
+        }
+
 
 @dataclass(slots=True)
 class Pod:
@@ -92,23 +118,13 @@ class Pod:
         return self.template.labels
 
     def to_dict(self) -> dict[str, Any]:
-        t = self.template
         return {
             "namespace": self.namespace,
             "name": self.name,
             "uid": self.uid,
-            "labels": dict(t.labels),
-            "annotations": dict(t.annotations),
-            "requests": _quantities(t.requests),
-            "nodeSelector": dict(t.node_selector),
-            "affinity": t.affinity.to_dict() if t.affinity else None,
-            "topologySpreadConstraints": [c.to_dict() for c in t.spread],
-            "tolerations": [x.to_dict() for x in t.tolerations],
+            **self.template.to_dict(),
             "ownerKind": self.owner_kind,
             "ownerName": self.owner_name,
-            "priorityClassName": t.priority_class,
-            "priority": t.priority,
-            "terminationGracePeriodSeconds": t.grace_seconds,
             "createdAt": self.created_at.isoformat(),
             "nodeName": self.node_name,
             "phase": "Running" if self.node_name else "Pending",
@@ -179,6 +195,21 @@ class DaemonSet:
     name: str
     template: PodTemplate
 
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The pod template nested as the API nests it (spec.template), in the sim's pod shape."""
+        return {"namespace": self.namespace, "name": self.name, "template": self.template.to_dict()}
+
+
+def _queue_order(pod: Pod) -> tuple[int, bool, datetime, str]:
+    """The kube-scheduler's queue: priority first, then age. At equal priority a DaemonSet pod goes
+    first, as the system-node-critical class most clusters give DaemonSets (and Karpenter's docs
+    advise) makes it go: a node Karpenter sized for its DaemonSets then runs them."""
+    return (-pod.template.priority, pod.owner_kind != DAEMONSET, pod.created_at, pod.key)
+
 
 def _quantities(values: Mapping[str, Decimal]) -> dict[str, str]:
     return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
@@ -209,6 +240,7 @@ class SimCluster:
         self._owned_by: dict[tuple[str, str, str], dict[str, Pod]] = {}  # (kind, namespace, name) -> pods
         self._anti: dict[str, Pod] = {}  # bound pods with required anti-affinity (checked both ways)
         self._dirty = True  # something changed that could let a pending pod fit
+        self.events: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # aggregated, as the API server does
 
     # --- watch ---------------------------------------------------------------------------------
 
@@ -228,6 +260,7 @@ class SimCluster:
             *((POD, k, p.to_dict()) for k, p in self.pods.items()),
             *((NODE, k, n.to_dict()) for k, n in self.nodes.items()),
             *((PDB, k, b.to_dict()) for k, b in self.pdbs.items()),
+            *((DAEMONSET, k, d.to_dict()) for k, d in self.daemonsets.items()),
             *((NODEPOOL, k, d) for k, d in self.nodepools.items()),
         ]
         objects = [WatchEvent(self._versions[(kind, key)], kind, ADDED, key, obj) for kind, key, obj in current]
@@ -406,6 +439,23 @@ class SimCluster:
         self.nodepools[name] = document
         self.record(NODEPOOL, action, name, document)
 
+    def record_event(self, event: ports.KubeEvent, now: datetime) -> None:
+        """Keep an Event; a repeat of the same object, reason and message raises its count and
+        last time, as Kubernetes' event aggregation does. The oldest go past EVENTS_KEPT."""
+        same = (event.kind, event.key, event.reason, event.message)
+        kept = self.events.pop(same, None)
+        if kept is None:
+            kept = {**event.to_dict(), "count": 0, "firstTimestamp": now.isoformat()}
+        kept["count"] += 1
+        kept["lastTimestamp"] = now.isoformat()
+        self.events[same] = kept
+        if len(self.events) > EVENTS_KEPT:
+            del self.events[next(iter(self.events))]
+
+    def events_about(self, kind: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
+        """The Events kept, oldest first, about one object or kind if given."""
+        return [e for e in self.events.values() if kind in (None, e["kind"]) and key in (None, e["key"])]
+
     def set_nodepool_condition(self, name: str, condition: dict[str, Any]) -> None:
         """Write one status condition (replacing the one of the same type), as a controller does."""
         document = self.nodepools.get(name)
@@ -440,7 +490,22 @@ class SimCluster:
             self.delete_pod(pod.key)
 
     def apply_daemonset(self, daemonset: DaemonSet) -> None:
-        self.daemonsets[f"{daemonset.namespace}/{daemonset.name}"] = daemonset
+        """Recorded for watchers (the scheduler counts its pods' requests on every new node); the
+        same spec applied again changes nothing, as an unchanged object keeps its resource version."""
+        known = self.daemonsets.get(daemonset.key)
+        if known == daemonset:
+            return
+        self.daemonsets[daemonset.key] = daemonset
+        self.record(DAEMONSET, MODIFIED if known is not None else ADDED, daemonset.key, daemonset.to_dict())
+
+    def delete_daemonset(self, namespace: str, name: str) -> None:
+        """The DaemonSet goes, then its pods (the API's default background cascading delete)."""
+        daemonset = self.daemonsets.pop(f"{namespace}/{name}", None)
+        if daemonset is None:
+            raise NotFound(f"daemonset {namespace}/{name} not found")
+        self.record(DAEMONSET, DELETED, daemonset.key, daemonset.to_dict())
+        for pod in self._owned(DAEMONSET, namespace, name):
+            self.delete_pod(pod.key)
 
     def _owned(self, kind: str, namespace: str, name: str) -> list[Pod]:
         return list(self._owned_by.get((kind, namespace, name), {}).values())
@@ -477,7 +542,7 @@ class SimCluster:
     # --- kube-scheduler ------------------------------------------------------------------------
 
     def schedule(self, now: datetime) -> list[Pod]:
-        """Bind pending pods, highest priority first, each to the feasible Ready node with the most
+        """Bind pending pods, in queue order (`_queue_order`), each to the feasible Ready node with the most
         room left (kube-scheduler's LeastAllocated); mark the others Unschedulable with the
         scheduler's message. A pass runs only when something changed since the last one.
         Returns the pods bound."""
@@ -486,7 +551,7 @@ class SimCluster:
         self._dirty = False
         bound = []
         nodes = sorted(self.nodes.values(), key=lambda n: n.name)
-        for pod in sorted(self.pending(), key=lambda p: (-p.template.priority, p.created_at, p.key)):
+        for pod in sorted(self.pending(), key=_queue_order):
             reasons: dict[str, int] = {}
             feasible = []
             placement = self._placement(pod)

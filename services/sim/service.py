@@ -24,7 +24,7 @@ from shared.api.scenario import Scenario
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import ClusterError, Gone, Snapshot
+from shared.ports.cluster import ClusterError, Gone, KubeEvent, Snapshot
 
 TICK_SECONDS = 0.1
 log = logging.getLogger("nodewright.sim")
@@ -54,6 +54,7 @@ class SimService:
             wire.NODEPOOL_CONDITION: lambda body: self.world.cluster.set_nodepool_condition(
                 body["nodepool"], body["condition"]
             ),
+            wire.EVENT: lambda body: self.world.cluster.record_event(KubeEvent.from_dict(body), self.world.now),
             wire.INSTANCE_TYPES: lambda body: [_instance_type(t) for t in self.world.cloud.instance_types()],
             wire.CREATE: lambda body: _instance(self.world.launch(_launch_request(body))),
             wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),

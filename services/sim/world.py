@@ -118,7 +118,11 @@ class World:
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch now; the node registers after the launch latency, and is Ready after the
-        registration latency."""
+        registration latency. Idempotent per NodeClaim, as a cloud's client token makes a
+        create: asked again for a claim it runs an instance for, it answers with that one."""
+        launched = self.cloud.instance_for(request.nodeclaim)
+        if launched is not None:
+            return launched
         instance = self.cloud.create(request, self.now)
         registers = self.now + self.launch_latency
         self._at(registers, lambda: self._register(instance))

@@ -6,14 +6,15 @@ Pure. `Facts.observe(event)` turns one watch event into facts and remembers what
 in the log (`Facts.remember`), so a restarted watcher re-lists and reports only what changed.
 
 Every fact has an id derived from what it is about (a pod's uid, a node's provider id, the
-resource version a NodePool was applied at), so a fact reported twice, by a watcher that died
-between appending and remembering, is dropped by the store's de-duplication by event id.
+resource version a NodePool, PDB or DaemonSet was applied at), so a fact reported twice, by a
+watcher that died between appending and remembering, is dropped by the store's de-duplication
+by event id.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +22,9 @@ from shared.api.labels import NODEPOOL_LABEL
 from shared.api.validation import validate_nodepool
 from shared.events import contracts as c
 from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
-from shared.ports.cluster import DELETED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
+from shared.ports.cluster import DAEMONSET, DELETED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
 
-_LIST_ORDER = {NODEPOOL: 0, NODE: 1, PDB: 2, POD: 3}
+_LIST_ORDER = {NODEPOOL: 0, DAEMONSET: 1, NODE: 1, PDB: 2, POD: 3}
 _IDS = uuid.UUID("6f0c6a5e-9a57-4a3e-8a0e-6e6f64657772")
 
 
@@ -64,7 +65,8 @@ class Facts:
     pods: dict[str, _Pod] = field(default_factory=dict)
     nodes: dict[str, _Node] = field(default_factory=dict)
     pools: dict[str, _Pool] = field(default_factory=dict)
-    pdbs: dict[str, int] = field(default_factory=dict)
+    pdbs: dict[str, int] = field(default_factory=dict)  # namespace/name -> the resource version reported
+    daemonsets: dict[str, int] = field(default_factory=dict)  # likewise
 
     # --- from the cluster ----------------------------------------------------------------------
 
@@ -77,13 +79,16 @@ class Facts:
             return self._nodepool(event)
         if event.kind == PDB:
             return self._pdb(event)
+        if event.kind == DAEMONSET:
+            return self._daemonset(event)
         return []
 
     def resync(self, snapshot: Snapshot) -> list[Fact]:
         """A full list: facts for what changed while the watch was down, deletions included."""
         out: list[Fact] = []
-        present: dict[str, set[str]] = {POD: set(), NODE: set(), NODEPOOL: set(), PDB: set()}
-        # pools, then nodes and budgets, then pods: a fact never comes before what it refers to
+        present: dict[str, set[str]] = {POD: set(), NODE: set(), NODEPOOL: set(), PDB: set(), DAEMONSET: set()}
+        # pools, then DaemonSets and nodes, then budgets, then pods: a fact never comes before what
+        # it refers to, and a node's DaemonSet overhead is known before the pods that need room
         for event in sorted(snapshot.objects, key=lambda e: (_LIST_ORDER.get(e.kind, 9), e.resource_version)):
             present.setdefault(event.kind, set()).add(event.key)
             out.extend(self.observe(event))
@@ -92,6 +97,7 @@ class Facts:
             *((NODE, k, {"providerID": n.provider_id}) for k, n in self.nodes.items() if k not in present[NODE]),
             *((NODEPOOL, k, {}) for k in self.pools if k not in present[NODEPOOL]),
             *((PDB, k, {}) for k in self.pdbs if k not in present[PDB]),
+            *((DAEMONSET, k, {}) for k in self.daemonsets if k not in present[DAEMONSET]),
         ]
         for kind, key, obj in gone:
             out.extend(self.observe(WatchEvent(snapshot.resource_version, kind, DELETED, key, obj)))
@@ -123,6 +129,8 @@ class Facts:
                 uid=uid,
                 requests=obj.get("requests") or {},
                 labels=obj.get("labels") or {},
+                affinity=obj.get("affinity") or None,
+                owner_kind=obj.get("ownerKind"),
             )
             out.append(Fact(bound, fact_id("PodBound", uid)))
         elif not node and obj.get("unschedulable") and not known.pending:
@@ -202,27 +210,32 @@ class Facts:
         return [Fact(applied, fact_id("NodePoolApplied", event.key, event.resource_version))]
 
     def _pdb(self, event: WatchEvent) -> list[Fact]:
-        namespace, _, name = event.key.partition("/")
-        known = self.pdbs.get(event.key)
-        if event.action == DELETED:
-            if known is None:
-                return []
-            del self.pdbs[event.key]
-            deleted = c.PodDisruptionBudgetDeleted(namespace=namespace, name=name)
-            return [Fact(deleted, fact_id("PodDisruptionBudgetDeleted", event.key, known))]
-        if known == event.resource_version:
-            return []
-        self.pdbs[event.key] = event.resource_version
-        obj = event.object
-        applied = c.PodDisruptionBudgetApplied(
-            namespace=namespace,
-            name=name,
-            selector=obj.get("selector") or {},
-            min_available=obj.get("minAvailable"),
-            max_unavailable=obj.get("maxUnavailable"),
-            resource_version=event.resource_version,
-        )
-        return [Fact(applied, fact_id("PodDisruptionBudgetApplied", event.key, event.resource_version))]
+        def applied(namespace: str, name: str, obj: dict[str, Any]) -> c.NamespacedEvent:
+            return c.PodDisruptionBudgetApplied(
+                namespace=namespace,
+                name=name,
+                selector=obj.get("selector") or {},
+                min_available=obj.get("minAvailable"),
+                max_unavailable=obj.get("maxUnavailable"),
+                resource_version=event.resource_version,
+            )
+
+        return _versioned(self.pdbs, event, applied, c.PodDisruptionBudgetDeleted)
+
+    def _daemonset(self, event: WatchEvent) -> list[Fact]:
+        def applied(namespace: str, name: str, obj: dict[str, Any]) -> c.NamespacedEvent:
+            template = obj.get("template") or {}
+            return c.DaemonSetApplied(
+                namespace=namespace,
+                name=name,
+                requests=template.get("requests") or {},
+                node_selector=template.get("nodeSelector") or {},
+                affinity=template.get("affinity") or None,
+                tolerations=template.get("tolerations") or [],
+                resource_version=event.resource_version,
+            )
+
+        return _versioned(self.daemonsets, event, applied, c.DaemonSetDeleted)
 
     # --- from the log --------------------------------------------------------------------------
 
@@ -254,6 +267,10 @@ class Facts:
                 self.pdbs[key] = data.get("resource_version") or 0
             elif kind == "PodDisruptionBudgetDeleted":
                 self.pdbs.pop(key, None)
+            elif kind == "DaemonSetApplied":
+                self.daemonsets[key] = data.get("resource_version") or 0
+            elif kind == "DaemonSetDeleted":
+                self.daemonsets.pop(key, None)
 
 
 WATCHER_FACTS = (
@@ -268,6 +285,8 @@ WATCHER_FACTS = (
     "NodePoolDeleted",
     "PodDisruptionBudgetApplied",
     "PodDisruptionBudgetDeleted",
+    "DaemonSetApplied",
+    "DaemonSetDeleted",
 )
 
 
@@ -300,3 +319,25 @@ def _pending(namespace: str, name: str, uid: str, obj: Mapping[str, Any]) -> c.P
         termination_grace_period_seconds=obj.get("terminationGracePeriodSeconds"),
         message=obj.get("unschedulable"),
     )
+
+
+def _versioned(
+    reported: dict[str, int],
+    event: WatchEvent,
+    applied: Callable[[str, str, dict[str, Any]], c.NamespacedEvent],
+    deleted: type[c.NamespacedEvent],
+) -> list[Fact]:
+    """A namespaced object reported once per resource version (`reported` keeps the last one);
+    its deletion's id is named by the last version reported, so a re-list finds it again."""
+    namespace, _, name = event.key.partition("/")
+    known = reported.get(event.key)
+    if event.action == DELETED:
+        if known is None:
+            return []
+        del reported[event.key]
+        return [Fact(deleted(namespace=namespace, name=name), fact_id(deleted.TYPE, event.key, known))]
+    if known == event.resource_version:
+        return []
+    reported[event.key] = event.resource_version
+    fact = applied(namespace, name, event.object)
+    return [Fact(fact, fact_id(fact.TYPE, event.key, event.resource_version))]

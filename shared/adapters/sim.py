@@ -25,7 +25,7 @@ from shared.ports.cloud import (
     LaunchSpec,
     NoCompatibleInstanceTypes,
 )
-from shared.ports.cluster import ClusterError, EvictionRefused, Gone, NotFound, Snapshot, WatchEvent
+from shared.ports.cluster import ClusterError, EvictionRefused, Gone, KubeEvent, NotFound, Snapshot, WatchEvent
 
 SNAPSHOT = "sim.cluster.snapshot"
 CHANGES = "sim.cluster.changes"
@@ -35,6 +35,7 @@ EVICT = "sim.cluster.evict"
 DELETE_POD = "sim.cluster.delete-pod"
 DELETE_NODE = "sim.cluster.delete-node"
 NODEPOOL_CONDITION = "sim.cluster.nodepool-condition"
+EVENT = "sim.cluster.event"
 INSTANCE_TYPES = "sim.cloud.instance-types"
 CREATE = "sim.cloud.create"
 DELETE = "sim.cloud.delete"
@@ -139,13 +140,19 @@ class SimClient:
     async def set_nodepool_condition(self, nodepool: str, condition: dict[str, Any]) -> None:
         await self.call(NODEPOOL_CONDITION, {"nodepool": nodepool, "condition": condition})
 
+    async def record_event(self, event: KubeEvent) -> None:
+        await self.call(EVENT, event.to_dict())
+
     # --- CloudProvider ---------------------------------------------------------------------------
 
     async def instance_types(self) -> list[dict[str, Any]]:
         return list(await self.call(INSTANCE_TYPES))
 
     async def create(self, spec: LaunchSpec) -> InstanceView:
-        return dict(await self.call(CREATE, spec))
+        try:
+            return dict(await self.call(CREATE, spec))
+        except SimError as exc:  # a request the sim could not read: the cloud refuses it
+            raise CloudError(str(exc)) from exc
 
     async def delete(self, provider_id: str) -> InstanceView:
         return dict(await self.call(DELETE, {"providerID": provider_id}))

@@ -59,13 +59,18 @@ class NodeClaimEvent(Event):
         return self.nodeclaim
 
 
-class PodEvent(Event):
-    STREAM_KIND: ClassVar[str] = "pod"
+class NamespacedEvent(Event):
+    """About one namespaced object: its stream key is `namespace/name`, as kubectl names it."""
+
     namespace: str
     name: str
 
     def _stream_key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class PodEvent(NamespacedEvent):
+    STREAM_KIND: ClassVar[str] = "pod"
 
 
 class NodeEvent(Event):
@@ -154,11 +159,20 @@ class PodPending(PodEvent):
 
 
 class PodBound(PodEvent):
+    """The pod runs on `node`. Its affinity travels along because required pod anti-affinity is
+    symmetric: a running pod's terms keep the pods they select off its topology domain."""
+
     TYPE: ClassVar[str] = "PodBound"
     node: str
     uid: str | None = None
     requests: Resources = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
+    owner_kind: str | None = Field(
+        default=None, description="a DaemonSet's pod counts against the overhead kept for its DaemonSet"
+    )
+    affinity: dict[str, Any] | None = Field(
+        default=None, description="the pod spec's affinity, API shape (absent from facts recorded before it)"
+    )
 
 
 class PodDeleted(PodEvent):
@@ -199,13 +213,8 @@ class NodeDeleted(NodeEvent):
     nodeclaim: str | None = None
 
 
-class PodDisruptionBudgetEvent(Event):
+class PodDisruptionBudgetEvent(NamespacedEvent):
     STREAM_KIND: ClassVar[str] = "pdb"
-    namespace: str
-    name: str
-
-    def _stream_key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 class PodDisruptionBudgetApplied(PodDisruptionBudgetEvent):
@@ -218,6 +227,27 @@ class PodDisruptionBudgetApplied(PodDisruptionBudgetEvent):
 
 class PodDisruptionBudgetDeleted(PodDisruptionBudgetEvent):
     TYPE: ClassVar[str] = "PodDisruptionBudgetDeleted"
+
+
+class DaemonSetEvent(NamespacedEvent):
+    STREAM_KIND: ClassVar[str] = "daemonset"
+
+
+class DaemonSetApplied(DaemonSetEvent):
+    """A DaemonSet's pod template, as it stands from this event on: Karpenter counts the requests
+    of its pod on every node it would run on (where the selector, affinity and tolerations let it)
+    when sizing a new node."""
+
+    TYPE: ClassVar[str] = "DaemonSetApplied"
+    requests: Resources = Field(default_factory=dict, description="the pod template's requests")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: dict[str, Any] | None = Field(default=None, description="the pod template's affinity, API shape")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    resource_version: int | None = None
+
+
+class DaemonSetDeleted(DaemonSetEvent):
+    TYPE: ClassVar[str] = "DaemonSetDeleted"
 
 
 # --- The NodeClaim lifecycle ---------------------------------------------------------------------
@@ -247,6 +277,9 @@ class NodeClaimCreated(NodeClaimEvent):
     instance_types: list[InstanceTypeOption] = Field(min_length=1)
     pods: list[str] = Field(default_factory=list, description="namespace/name of the pods it is for")
     requirements: list[dict[str, Any]] = Field(default_factory=list)
+    requests: Resources = Field(
+        default_factory=dict, description="what its pods ask for in all (upstream's spec.resources.requests)"
+    )
     replacement_for: str | None = Field(default=None, description="the DisruptionDecided it replaces for")
     limit_check: LimitCheck | None = None
 
@@ -260,6 +293,8 @@ class NodeClaimLaunched(NodeClaimEvent):
     provider_id: str
     capacity_type: str | None = None
     zone: str | None = None
+    allocatable: Resources = Field(default_factory=dict, description="what the node will offer pods")
+    labels: dict[str, str] = Field(default_factory=dict, description="the labels the instance gives its node")
 
 
 class NodeClaimLaunchFailed(NodeClaimEvent):
@@ -343,6 +378,8 @@ CONTRACTS: tuple[type[Event], ...] = (
     NodeDeleted,
     PodDisruptionBudgetApplied,
     PodDisruptionBudgetDeleted,
+    DaemonSetApplied,
+    DaemonSetDeleted,
     NodeClaimCreated,
     NodeClaimLaunched,
     NodeClaimLaunchFailed,

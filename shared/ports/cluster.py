@@ -14,14 +14,14 @@ from typing import Any, Protocol
 
 from shared.api.core import Taint, TaintEffect
 
-POD, NODE, PDB, NODEPOOL = "Pod", "Node", "PodDisruptionBudget", "NodePool"
+POD, NODE, PDB, NODEPOOL, DAEMONSET = "Pod", "Node", "PodDisruptionBudget", "NodePool", "DaemonSet"
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     resource_version: int
-    kind: str  # Pod, Node, PodDisruptionBudget, NodePool
+    kind: str  # Pod, Node, PodDisruptionBudget, NodePool, DaemonSet
     action: str  # ADDED, MODIFIED, DELETED
     key: str  # namespace/name, or name for cluster-scoped objects
     object: dict[str, Any]
@@ -46,6 +46,36 @@ class Snapshot:
 
     resource_version: int
     objects: list[WatchEvent]
+
+
+@dataclass(frozen=True, slots=True)
+class KubeEvent:
+    """A Kubernetes Event (core/v1) about one object, as `kubectl describe` shows it: Karpenter's
+    reasons (`FailedScheduling`, `Nominated`, `DisruptionBlocked`...) and messages."""
+
+    kind: str  # the involved object's kind
+    key: str  # namespace/name, or name for cluster-scoped objects
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+    uid: str = ""  # the involved object's uid, when known
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "type": self.type,
+            "reason": self.reason,
+            "message": self.message,
+            "uid": self.uid,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> KubeEvent:
+        return cls(raw["kind"], raw["key"], raw["type"], raw["reason"], raw["message"], raw.get("uid") or "")
+
+
+NORMAL, WARNING = "Normal", "Warning"
 
 
 class ClusterError(Exception):
@@ -80,3 +110,5 @@ class Cluster(Protocol):
     async def delete_node(self, node: str) -> None: ...
 
     async def set_nodepool_condition(self, nodepool: str, condition: dict[str, Any]) -> None: ...
+
+    async def record_event(self, event: KubeEvent) -> None: ...

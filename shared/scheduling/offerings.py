@@ -111,13 +111,27 @@ def daemon_overhead(
     """Requests of the DaemonSet pods a node of this pool and type would run: those that tolerate
     the pool's taints (startup taints do not count: they go away) and whose requirements the
     template and the type allow."""
-    out: dict[str, Decimal] = {}
     offered = Requirements(template.values())
     for key in instance.requirements:
         offered.add(instance.requirements[key])
+    return _overhead(
+        ds for ds in daemonsets if _tolerates(ds.tolerations, taints) and not offered.compatible(ds.requirements)
+    )
+
+
+def node_daemon_overhead(
+    daemonsets: Iterable[DaemonSetPods], taints: Sequence[Taint], labels: Mapping[str, str]
+) -> dict[str, Decimal]:
+    """Requests of the DaemonSet pods a node with these labels and (non-startup) taints will run:
+    what a node still starting, or a claim in flight, has to keep free for them."""
+    return _overhead(
+        ds for ds in daemonsets if _tolerates(ds.tolerations, taints) and ds.requirements.labels_allowed(labels)
+    )
+
+
+def _overhead(daemonsets: Iterable[DaemonSetPods]) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
     for ds in daemonsets:
-        if not _tolerates(ds.tolerations, taints) or offered.compatible(ds.requirements):
-            continue
         for name, value in ds.requests.items():
             out[name] = out.get(name, _ZERO) + value
         out["pods"] = out.get("pods", _ZERO) + 1

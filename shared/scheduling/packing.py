@@ -34,7 +34,7 @@ from shared.scheduling.offerings import (
     pool_options,
 )
 from shared.scheduling.requirements import Requirements, ValueSet
-from shared.scheduling.topology import PodTopology, Topology
+from shared.scheduling.topology import PodTopology, Running, Topology
 
 MAX_INSTANCE_TYPES = 60
 _ZERO = Decimal(0)
@@ -154,9 +154,9 @@ def schedule(
     daemonsets: Sequence[DaemonSetPods] = (),
     unavailable: UnavailableOfferings | None = None,
     now: datetime | None = None,
-    running: Iterable[tuple[Mapping[str, str], str | None, str]] = (),
+    running: Iterable[Running] = (),
 ) -> Plan:
-    """`running`: (labels, zone, node) of the pods already running, for the topology rules."""
+    """`running`: the pods already running, for the topology rules (`topology.Running`)."""
     plan = Plan()
     topology = Topology(running)
     existing = sorted((replace(n, free=dict(n.free)) for n in nodes), key=lambda n: (not n.initialized, n.name))

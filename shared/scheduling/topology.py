@@ -9,7 +9,7 @@ Karpenter pins a topology-constrained claim to the domain it chose).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shared.api.labels import HOSTNAME_LABEL, ZONE_LABEL
@@ -47,15 +47,22 @@ class _Placed:
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
 
 
+Running = (
+    tuple[Mapping[str, str], str | None, str] | tuple[Mapping[str, str], str | None, str, Sequence[PodAffinityTerm]]
+)
+"""A pod already placed: (labels, zone, node), and optionally its required anti-affinity terms."""
+
+
 class Topology:
-    def __init__(self, running: Iterable[tuple[Mapping[str, str], str | None, str]] = ()) -> None:
-        """`running`: (labels, zone, node) of the pods already on the cluster's nodes."""
+    def __init__(self, running: Iterable[Running] = ()) -> None:
+        """`running`: the pods already on the cluster's nodes (or on claims in flight). Their
+        own anti-affinity keeps matching pods off their hosts too, as the kube-scheduler's does."""
         self._by_host: dict[str, list[_Placed]] = {}
         self._zone_counts: dict[int, tuple[LabelSelector, dict[str, int]]] = {}  # by selector, kept alive
         self._by_selector_host: dict[int, tuple[LabelSelector, dict[str, int]]] = {}
         self._anti: dict[int, tuple[PodAffinityTerm, set[str]]] = {}  # placed pods' own terms -> their hosts
-        for labels, zone, host in running:
-            self._add(_Placed(labels, zone, host))
+        for labels, zone, host, *terms in running:
+            self._add(_Placed(labels, zone, host, tuple(terms[0]) if terms else ()))
 
     def _placed(self) -> Iterable[_Placed]:
         for here in self._by_host.values():

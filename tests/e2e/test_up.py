@@ -103,6 +103,12 @@ def servers_under(data_dir: Path) -> list[str]:
     return out
 
 
+def _interruptible() -> None:
+    """As at a terminal, where Ctrl-C is never ignored: a shell runs a background job (a test
+    run started with `&`, say) with SIGINT ignored, and the child would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothing_left(tmp_path):
     env = environment(tmp_path, None, None)  # embedded PostgreSQL and NATS under the data dir
     command = [NODEWRIGHT, "up", "--scenario", BURST, "--speed", "60", "--no-live"]
@@ -114,6 +120,7 @@ def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothi
         env=env,
         cwd=tmp_path,
         start_new_session=True,  # a terminal of its own: Ctrl-C goes to the whole group, as at a terminal
+        preexec_fn=_interruptible,
     )
     lines = []
     deadline = time.monotonic() + 90

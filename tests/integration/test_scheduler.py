@@ -16,6 +16,7 @@ from services.watcher.service import WatcherService
 from shared.adapters.sim import SimClient
 from shared.api.scenario import parse_scenario
 from shared.clock import AcceleratedClock
+from shared.events import contracts as c
 from tests.conftest import nodepool_doc
 from tests.factories import scenario_doc
 
@@ -41,27 +42,55 @@ def burst(replicas: int, limits: dict | None = None) -> dict:
     )
 
 
-async def play(document: dict, migrated_url: str, nats_url: str, store, until, replicas: int = 1) -> SimService:
-    clock = AcceleratedClock(START, speed=60)
-    sim = SimService(parse_scenario(document), clock, nats_url)
-    client = await SimClient.connect(nats_url)
-    stopping = asyncio.Event()
-    watcher = WatcherService(store, client, clock, nats_url)
-    schedulers = [SchedulerService(store, client, clock, nats_url) for _ in range(replicas)]
-    sim_task = asyncio.create_task(sim.run(stopping))
-    await asyncio.sleep(0.5)
-    tasks = [asyncio.create_task(watcher.run(stopping)), *(asyncio.create_task(s.run(stopping)) for s in schedulers)]
-    try:
-        deadline = time.monotonic() + 120
-        while not until(sim):
+class World:
+    """The sim, the watcher and `schedulers` scheduler replicas on a shared accelerated clock;
+    more schedulers can be started later."""
+
+    def __init__(self, document: dict, nats_url: str, store) -> None:
+        self.clock = AcceleratedClock(START, speed=60)
+        self.sim = SimService(parse_scenario(document), self.clock, nats_url)
+        self.nats_url, self.store = nats_url, store
+        self.stopping = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.schedulers: list[SchedulerService] = []
+
+    async def __aenter__(self) -> World:
+        self.client = await SimClient.connect(self.nats_url)
+        self.tasks.append(asyncio.create_task(self.sim.run(self.stopping)))
+        await asyncio.sleep(0.5)
+        watcher = WatcherService(self.store, self.client, self.clock, self.nats_url)
+        self.tasks.append(asyncio.create_task(watcher.run(self.stopping)))
+        return self
+
+    def start_schedulers(self, replicas: int = 1) -> None:
+        for _ in range(replicas):
+            scheduler = SchedulerService(self.store, self.client, self.clock, self.nats_url, cluster=self.client)
+            self.schedulers.append(scheduler)
+            self.tasks.append(asyncio.create_task(scheduler.run(self.stopping)))
+
+    async def until(self, condition, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while not await _holds(condition, self.sim):
             assert time.monotonic() < deadline, "timed out"
-            assert not any(t.done() for t in [sim_task, *tasks]), [t.exception() for t in tasks if t.done()]
+            assert not any(t.done() for t in self.tasks), [t.exception() for t in self.tasks if t.done()]
             await asyncio.sleep(0.2)
-    finally:
-        stopping.set()
-        await asyncio.wait_for(asyncio.gather(sim_task, *tasks), 30)
-        await client.close()
-    return sim
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stopping.set()
+        await asyncio.wait_for(asyncio.gather(*self.tasks), 30)
+        await self.client.close()
+
+
+async def _holds(condition, sim: SimService) -> bool:
+    held = condition(sim)
+    return bool(await held) if asyncio.iscoroutine(held) else bool(held)
+
+
+async def play(document: dict, migrated_url: str, nats_url: str, store, until, replicas: int = 1) -> SimService:
+    async with World(document, nats_url, store) as world:
+        world.start_schedulers(replicas)
+        await world.until(until)
+    return world.sim
 
 
 def pods_running(sim: SimService, n: int) -> bool:
@@ -89,6 +118,14 @@ async def test_a_nodes_limit_holds_exactly_under_a_burst(store, migrated_url, na
     sim = await play(burst(200, {"nodes": "3"}), migrated_url, nats_server_url, store, limited)
     await asyncio.sleep(1.0)
     assert len(sim.world.cloud.instances) == 3  # never a fourth, however many pods wait
+    events = sim.world.cluster.events_about("Pod")
+    failed = [e for e in events if e["reason"] == "FailedScheduling"]
+    assert failed and all(e["type"] == "Warning" for e in failed)
+    assert failed[0]["message"] == (
+        'Failed to schedule pod, incompatible with nodepool "burst", node limits have been exhausted for nodepool'
+    )
+    nominated = {e["message"] for e in events if e["reason"] == "Nominated"}
+    assert {f"Pod should schedule on: nodeclaim/{i.request.nodeclaim}" for i in sim.world.cloud.running()} <= nominated
     result = await audit_database(migrated_url)
     assert result.replay.violations == [] and result.counters_match
 
@@ -100,3 +137,118 @@ async def test_two_scheduler_replicas_never_give_a_pod_two_claims(store, migrate
     assert len(pods) == len(set(pods)) and len(created) == len(sim.world.cloud.instances)
     result = await audit_database(migrated_url)
     assert result.replay.violations == [] and result.counters_match
+
+
+def cpu_type(sim: SimService, cpu: int = 4):
+    return next(it for it in sim.world.cloud.catalog if it.cpu == cpu)
+
+
+def claim_for(sim: SimService, name: str, cpu: int = 4, **fields) -> c.NodeClaimCreated:
+    """A NodeClaim of the burst pool that only a `cpu`-core type of the catalog satisfies."""
+    it = cpu_type(sim, cpu)
+    return c.NodeClaimCreated(
+        nodeclaim=name,
+        nodepool="burst",
+        instance_types=[c.InstanceTypeOption(name=it.name, capacity=it.capacity_strings())],
+        requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [it.name]}],
+        requests={"cpu": "1"},
+        **fields,
+    )
+
+
+def ready(name: str):
+    return lambda s: (node := s.world.cluster.nodes.get(name)) is not None and node.ready
+
+
+async def types_of(store, stream: str) -> list[str]:
+    return [e.type for e in await store.read_stream(stream)]
+
+
+async def test_the_replacements_a_disruption_orders_are_launched(store, migrated_url, nats_server_url):
+    async with World(burst(4), nats_server_url, store) as world:
+        world.start_schedulers()
+        await world.until(lambda s: pods_running(s, 4))
+        candidate = world.sim.world.cloud.running()[0].request.nodeclaim
+        decision = c.DisruptionDecided(
+            decision_id="d1", nodepool="burst", reason="Drifted", candidates=[candidate], replacements=["burst-r1"]
+        )
+        replacement = claim_for(world.sim, "burst-r1", replacement_for="d1")
+        await store.reserve_disruption(decision, [replacement], occurred_at=world.clock.now(), producer="test")
+        await world.until(ready("burst-r1"))
+    assert await types_of(store, "nodeclaim-burst-r1") == [
+        "NodeClaimCreated",
+        "NodeClaimLaunched",
+        "NodeClaimRegistered",
+        "NodeClaimInitialized",
+    ]
+    assert world.sim.world.cloud.running()[-1].instance_type.name == cpu_type(world.sim).name
+    result = await audit_database(migrated_url)
+    assert result.replay.violations == [] and result.counters_match, result.mismatches
+
+
+async def test_claims_a_dead_leader_reserved_are_launched_once_or_adopted(store, migrated_url, nats_server_url):
+    """One claim was reserved and never launched; the other was launched by the cloud, but the
+    leader died before recording it. A new leader launches the first and adopts the second."""
+
+    async def pool_applied(_: SimService) -> bool:
+        return "burst" in await store.counters()
+
+    async with World(burst(0), nats_server_url, store) as world:
+        await world.until(pool_applied)
+        orphan, adopted = claim_for(world.sim, "burst-orphan"), claim_for(world.sim, "burst-adopted")
+        await store.reserve_launch([orphan, adopted], occurred_at=world.clock.now(), producer="scheduler")
+        spec = {"nodeclaim": "burst-adopted", "nodepool": "burst", "requirements": adopted.requirements}
+        instance = await world.client.create(spec)
+        world.start_schedulers()
+        await world.until(lambda s: ready("burst-orphan")(s) and ready("burst-adopted")(s))
+        await asyncio.sleep(0.5)
+    per_claim = [i.request.nodeclaim for i in world.sim.world.cloud.instances.values()]
+    assert sorted(per_claim) == ["burst-adopted", "burst-orphan"]
+    (launch,) = [e for e in await store.read_stream("nodeclaim-burst-adopted") if e.type == "NodeClaimLaunched"]
+    assert launch.data["provider_id"] == instance["providerID"]
+    result = await audit_database(migrated_url)
+    assert result.replay.violations == [] and result.counters_match, result.mismatches
+
+
+async def test_nodes_are_sized_for_their_daemonset_pods(store, migrated_url, nats_server_url):
+    """A 1-cpu pod fits a 2-cpu type's allocatable, but not beside the agent's 1-cpu DaemonSet
+    pod: the pass counts the overhead the watcher reported, so every pod and agent runs."""
+    document = burst(6)
+    requirement = document["spec"]["nodePools"][0]["spec"]["template"]["spec"]["requirements"][0]
+    requirement["values"] = ["2", "4"]
+    document["spec"]["daemonSets"] = [{"name": "agent", "requests": {"cpu": "1", "memory": "128Mi"}}]
+
+    def all_running(s: SimService) -> bool:
+        agents = [p for p in s.world.cluster.pods.values() if p.owner_name == "agent"]
+        return pods_running(s, 6) and len(agents) == len(s.world.cluster.nodes) and all(p.node_name for p in agents)
+
+    sim = await play(document, migrated_url, nats_server_url, store, all_running)
+    assert {i.instance_type.cpu for i in sim.world.cloud.instances.values()} == {4}
+
+
+async def test_a_leader_that_loses_its_lock_steps_down_and_leadership_is_taken_anew(
+    store, migrated_url, nats_server_url
+):
+    """The leader's lock connection is killed in the middle of a burst: a replica (either one)
+    leads again on a new session, the burst completes, and no pod gets two claims."""
+    async with World(burst(60), nats_server_url, store) as world:
+        world.start_schedulers(2)
+
+        async def some_claims(_: SimService) -> bool:
+            return len([1 async for page in store.read_types(["NodeClaimCreated"]) for _ in page]) >= 1
+
+        await world.until(some_claims)
+        (leader,) = [s for s in world.schedulers if s.leading]
+        killed = leader.lock.fence.pid
+        async with store.driver_connection() as raw:
+            assert await raw.fetchval("SELECT pg_terminate_backend($1)", killed)
+
+        def led_anew(s: SimService) -> bool:
+            return any(r.leading and r.lock.fence.pid != killed for r in world.schedulers)
+
+        await world.until(lambda s: led_anew(s) and pods_running(s, 60))
+    created = [data async for page in store.read_types(["NodeClaimCreated"]) for _, data in page]
+    pods = [pod for data in created for pod in data["pods"]]
+    assert len(pods) == len(set(pods)) and len(created) == len(world.sim.world.cloud.instances)
+    result = await audit_database(migrated_url)
+    assert result.replay.violations == [] and result.counters_match, result.mismatches

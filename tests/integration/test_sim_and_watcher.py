@@ -218,3 +218,56 @@ async def test_lists_and_watches_of_many_objects_come_in_pages(nats_server_url):
             assert len(changes) == sim.world.cluster.resource_version  # every change, over several replies
     finally:
         await client.close()
+
+
+ANTI_WEB = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+WITH_DAEMONSET = scenario_doc(
+    "daemonsets",
+    cloud={"instanceTypes": 60, "launchLatency": "30s", "registrationLatency": "10s"},
+    nodePools=[startup_tainted_pool()],
+    daemonSets=[
+        {
+            "name": "node-exporter",
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "tolerations": [{"operator": "Exists"}],
+        }
+    ],
+    workloads=[{"name": "db", "replicas": 1, "requests": {"cpu": "1"}, "affinity": ANTI_WEB}],
+)
+
+
+async def test_a_scenarios_daemonset_and_a_bound_pods_anti_affinity_reach_the_log(store, nats_server_url, jetstream):
+    clock = ManualClock(START)
+    sim = SimService(parse_scenario(WITH_DAEMONSET), clock, nats_server_url)
+    client = await SimClient.connect(nats_server_url)
+    try:
+        async with Running(sim):
+            watcher = WatcherService(store, client, clock, nats_server_url)
+            async with Running(watcher):
+                await eventually(lambda: _count(store, "DaemonSetApplied", 1))
+                await client.create(LAUNCH)
+                clock.advance(timedelta(seconds=45))
+                await eventually(lambda: _count(store, "PodBound", 2))  # db-0 and the exporter's pod
+            log = await facts(store)
+    finally:
+        await client.close()
+    (daemonset,) = [data for kind, data in log if kind == "DaemonSetApplied"]
+    assert {k: v for k, v in daemonset.items() if k != "resource_version"} == {
+        "namespace": "default",
+        "name": "node-exporter",
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "node_selector": {},
+        "tolerations": [{"operator": "Exists"}],
+    }
+    assert daemonset["resource_version"] >= 1
+    bound = {data["name"]: data for kind, data in log if kind == "PodBound"}
+    (db,) = [data for name, data in bound.items() if name.startswith("db-")]  # a Deployment's generated name
+    assert "node-exporter-general-a" in bound and len(bound) == 2
+    assert db["affinity"] == ANTI_WEB and db["node"] == "general-a"
+    assert "affinity" not in bound["node-exporter-general-a"]  # no affinity: the field is left out

@@ -29,6 +29,16 @@ def test_every_contract_is_registered_once_with_a_version():
         (decided("d-1", "web", "Drifted", ["a"]), "disruption-d-1", "nodewright.events.disruption.DisruptionDecided"),
         (c.PodPending(namespace="ns", name="p"), "pod-ns/p", "nodewright.events.pod.PodPending"),
         (c.NodeDeleted(node="ip-1"), "node-ip-1", "nodewright.events.node.NodeDeleted"),
+        (
+            c.DaemonSetApplied(namespace="kube-system", name="agent"),
+            "daemonset-kube-system/agent",
+            "nodewright.events.daemonset.DaemonSetApplied",
+        ),
+        (
+            c.DaemonSetDeleted(namespace="kube-system", name="agent"),
+            "daemonset-kube-system/agent",
+            "nodewright.events.daemonset.DaemonSetDeleted",
+        ),
     ],
 )
 def test_streams_and_subjects(event, stream, subject_):
@@ -49,12 +59,46 @@ def test_streams_and_subjects(event, stream, subject_):
             "capacity.cpu",
         ),
         (lambda: c.NodeClaimInitialized(nodeclaim="a", nodepool="p", extra=1), "extra"),
+        (lambda: c.DaemonSetApplied(namespace="ns", name="ds", requests={"cpu": "lots"}), "requests.cpu"),
+        (lambda: c.DaemonSetApplied(namespace="ns", name="ds", tolerations={"key": "x"}), "tolerations"),
+        (lambda: c.PodBound(namespace="ns", name="p", node="n", affinity=["podAntiAffinity"]), "affinity"),
     ],
 )
 def test_bad_payloads_name_the_field(build, field):
     with pytest.raises(ValidationError) as caught:
         build()
     assert field in str(caught.value)
+
+
+ANTI_WEB = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("event_type", "payload", "expected"),
+    [
+        # written before PodBound carried affinity: still version 1, decodes with none
+        ("PodBound", {"namespace": "ns", "name": "p", "node": "n", "uid": "u"}, {"affinity": None}),
+        ("PodBound", {"namespace": "ns", "name": "p", "node": "n", "affinity": ANTI_WEB}, {"affinity": ANTI_WEB}),
+        (
+            "DaemonSetApplied",
+            {"namespace": "ns", "name": "ds", "requests": {"cpu": "100m"}, "resource_version": 4},
+            {"requests": {"cpu": "100m"}, "node_selector": {}, "affinity": None, "tolerations": []},
+        ),
+        ("DaemonSetDeleted", {"namespace": "ns", "name": "ds"}, {"stream_id": "daemonset-ns/ds"}),
+    ],
+)
+def test_new_fields_are_optional_and_round_trip(event_type, payload, expected):
+    event = REGISTRY.decode(event_type, 1, payload)
+    assert {name: getattr(event, name) for name in expected} == expected
+    assert event.payload().items() >= payload.items()  # nothing given is lost or changed
+    assert ("affinity" in event.payload()) == ("affinity" in payload)  # absent stays absent
+    assert REGISTRY.decode(event_type, 1, event.payload()) == event
 
 
 def test_payloads_decode_back_to_the_same_event():

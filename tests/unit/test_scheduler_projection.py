@@ -70,3 +70,107 @@ def test_pods_of_a_claim_in_flight_wait_until_its_node_is_ready_or_it_fails():
     assert [x.key for x in p.plannable()] == ["default/web-1"]
     p.apply([recorded(6, "PodBound", {"namespace": "default", "name": "web-1", "node": "n1"})])
     assert p.plannable() == [] and p.bound["default/web-1"][0] == "n1" and p.position == 6
+
+
+def small(name: str, cpu: str = "1", labels: dict | None = None) -> dict:
+    return {
+        "namespace": "default",
+        "name": name,
+        "uid": name,
+        "requests": {"cpu": cpu, "memory": "1Gi"},
+        "labels": labels or {"app": "web"},
+    }
+
+
+LAUNCHED = {
+    "nodeclaim": "c1",
+    "nodepool": "a",
+    "instance_type": "m.xlarge",
+    "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+    "allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "110"},
+    "labels": {"karpenter.sh/nodepool": "a", "topology.kubernetes.io/zone": "zone-b"},
+    "provider_id": "sim:///zone-b/i-1",
+    "zone": "zone-b",
+}
+
+
+def test_a_launched_claim_offers_what_its_pods_leave_until_its_node_registers():
+    p = Projection()
+    p.apply([recorded(1, "PodPending", small("web-1", "2")), recorded(2, "PodPending", small("web-2"))])
+    created = {"nodeclaim": "c1", "nodepool": "a", "pods": ["default/web-1"], "requirements": []}
+    p.apply([recorded(3, "NodeClaimCreated", created)])
+    assert p.unlaunched() == ["c1"] and p.capacity() == []  # no room known before the launch
+    p.apply([recorded(4, "NodeClaimLaunched", LAUNCHED)])
+    assert p.unlaunched() == []
+    (room,) = p.capacity()
+    assert room.name == "c1" and not room.initialized and room.labels["topology.kubernetes.io/zone"] == "zone-b"
+    assert room.free["cpu"] == Decimal("1.92") and room.free["pods"] == 109  # web-1's 2 cpu are taken
+    assert ({"app": "web"}, "zone-b", "c1", ()) in p.running()  # web-1 counts where its claim is
+    registered = {
+        "node": "c1",
+        "provider_id": "sim:///zone-b/i-1",
+        "nodeclaim": "c1",
+        "nodepool": "a",
+        "labels": LAUNCHED["labels"],
+        "allocatable": LAUNCHED["allocatable"],
+    }
+    p.apply([recorded(5, "NodeRegistered", registered)])
+    (room,) = p.capacity()  # the node now, not the claim as well; web-1 still waits for it
+    assert room.name == "c1" and room.free["cpu"] == Decimal("1.92")
+
+
+def test_a_claim_pinned_to_a_zone_counts_its_pods_there_before_its_launch():
+    p = Projection()
+    p.apply([recorded(1, "PodPending", small("web-1"))])
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-c"]}
+    p.apply(
+        [
+            recorded(
+                2,
+                "NodeClaimCreated",
+                {"nodeclaim": "c9", "nodepool": "a", "pods": ["default/web-1"], "requirements": [zone]},
+            )
+        ]
+    )
+    assert p.running() == [({"app": "web"}, "zone-c", "c9", ())]
+    assert p.claims["c9"].requirements == [zone]
+
+
+def test_a_bound_pods_own_anti_affinity_reaches_the_topology_rules():
+    p = Projection()
+    bound = {"namespace": "default", "name": "db-1", "node": "n1", "labels": {"app": "db"}}
+    p.apply([recorded(1, "PodBound", {**bound, "affinity": PENDING["affinity"]})])
+    ((labels, _, host, terms),) = p.running()
+    assert (labels, host) == ({"app": "db"}, "n1") and terms[0].label_selector.match_labels == {"app": "web"}
+    p.apply([recorded(2, "PodDeleted", {"namespace": "default", "name": "db-1"})])
+    assert p.running() == [] and p.anti_affinity == {}
+
+
+def test_daemonsets_keep_room_on_nodes_still_starting_and_reach_the_pass():
+    p = Projection()
+    agent = {"namespace": "kube-system", "name": "agent", "requests": {"cpu": "500m", "memory": "256Mi"}}
+    gpu_only = {**agent, "name": "gpu", "node_selector": {"gpu": "true"}}
+    p.apply([recorded(1, "DaemonSetApplied", agent), recorded(2, "DaemonSetApplied", gpu_only)])
+    assert set(p.daemonsets) == {"kube-system/agent", "kube-system/gpu"}
+    node = {"node": "n1", "provider_id": "p1", "labels": {}, "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}
+    p.apply([recorded(3, "NodeRegistered", node)])
+    (room,) = p.capacity()
+    assert room.free["cpu"] == Decimal("3.5") and room.free["pods"] == 9  # the agent's pod, not the gpu one
+    p.apply([recorded(4, "NodeInitialized", {"node": "n1"})])
+    (room,) = p.capacity()
+    assert room.free["cpu"] == Decimal("3.5")  # ready, and its agent still to come
+    agent_pod = {"namespace": "kube-system", "name": "agent-n1", "node": "n1", "owner_kind": "DaemonSet"}
+    p.apply([recorded(5, "PodBound", {**agent_pod, "requests": agent["requests"]})])
+    (room,) = p.capacity()
+    assert room.free["cpu"] == Decimal("3.5") and room.free["pods"] == 9  # bound now: not kept twice
+    p.apply([recorded(6, "DaemonSetDeleted", {"namespace": "kube-system", "name": "gpu"})])
+    assert list(p.daemonsets) == ["kube-system/agent"]
+
+
+def test_a_claim_whose_node_went_away_offers_no_room():
+    p = Projection()
+    p.apply([recorded(1, "NodeClaimCreated", {"nodeclaim": "c1", "nodepool": "a", "pods": []})])
+    p.apply([recorded(2, "NodeClaimLaunched", LAUNCHED)])
+    registered = {"node": "c1", "provider_id": "p", "nodeclaim": "c1", "allocatable": LAUNCHED["allocatable"]}
+    p.apply([recorded(3, "NodeRegistered", registered), recorded(4, "NodeDeleted", {"node": "c1", "nodeclaim": "c1"})])
+    assert p.capacity() == []  # a spot reclaim took the node; the claim is not capacity again

@@ -233,6 +233,14 @@ def test_an_existing_node_in_a_zone_the_spread_forbids_is_passed_over():
     assert plan.placed == {} and [zone_of(c) for c in plan.claims] == ["b"]
 
 
+def test_a_running_pods_own_anti_affinity_keeps_the_pods_it_selects_off_its_node():
+    node = NodeCapacity("n1", {ZONE: "a", HOST: "n1"}, [], {"cpu": Decimal(8), "memory": 8 * GI, "pods": Decimal(10)})
+    web = [topo_pod("p", "web")]
+    shy = ({"app": "db"}, "a", "n1", (term(HOST, "web"),))  # db runs on n1 and wants no web pod beside it
+    assert schedule(web, [node], [pool("default")], CATALOG, running=[shy]).placed == {}
+    assert schedule(web, [node], [pool("default")], CATALOG, running=[shy[:3]]).placed == {"p": "n1"}
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.sampled_from(["spread", "anti", "plain"]), max_size=20), st.integers(1, 2))
 def test_placements_keep_hostname_anti_affinity_and_zone_skew(kinds, skew):

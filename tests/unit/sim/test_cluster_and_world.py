@@ -236,6 +236,16 @@ def test_the_timeline_scales_and_interruptions_reclaim_after_the_notice():
     assert instance.state == "terminated" and "c1" not in world.cluster.nodes
 
 
+def test_a_launch_asked_again_for_the_same_claim_returns_its_instance():
+    world = World(parse_scenario(SCENARIO))
+    first = world.launch(LaunchRequest("c1", "default", [ON_DEMAND_ONLY]))
+    again = world.launch(LaunchRequest("c1", "default", [ON_DEMAND_ONLY]))
+    other = world.launch(LaunchRequest("c2", "default", [ON_DEMAND_ONLY]))
+    assert again is first and other is not first and len(world.cloud.instances) == 2
+    world.advance(world.scenario.instant("32m"))  # reclaimed: a new launch for c1 is a new instance
+    assert world.launch(LaunchRequest("c1", "default", [ON_DEMAND_ONLY])) is not first
+
+
 def _affinity(kind: str, app: str, key: str = HOSTNAME_LABEL) -> Affinity:
     return Affinity.model_validate(
         {
