@@ -51,6 +51,7 @@ class ClaimInFlight:
     launched: bool = False
     registered: bool = False
     initialized: bool = False
+    node_gone: bool = False  # its node was deleted: is its instance gone too?
     zone: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, Decimal] = field(default_factory=dict)
@@ -83,6 +84,11 @@ class Projection:
 
     def plannable(self) -> list[PendingPod]:
         return [p for key, p in self.pending.items() if key not in self.nominated]
+
+    def orphaned(self) -> list[str]:
+        """Claims whose node was deleted: if their instance is gone as well (a spot reclaim, a
+        deletion outside nodewright), nothing will ever terminate them but a garbage collection."""
+        return [name for name, claim in self.claims.items() if claim.node_gone]
 
     def unlaunched(self) -> list[str]:
         """Claims created and not launched yet: a pass's own, the replacements a disruption
@@ -297,7 +303,10 @@ def _node_initialized(p: Projection, data: Mapping[str, Any], at: datetime) -> N
 
 def _node_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     """The node is gone; its claim (still counted until it is terminated) offers nothing now."""
-    p.nodes.pop(data["node"], None)
+    node = p.nodes.pop(data["node"], None)
+    claim = p.claims.get(data.get("nodeclaim") or (node.nodeclaim if node else None) or "")
+    if claim is not None:
+        claim.node_gone = True
     for key in [k for k, (node, _, _) in p.bound.items() if node == data["node"]]:
         del p.bound[key]
         p.anti_affinity.pop(key, None)

@@ -54,6 +54,8 @@ IDLE = timedelta(seconds=1)
 LONGEST = timedelta(seconds=10)
 LAUNCHES_AT_ONCE = 16
 LOCK_CHECK_SECONDS = 2.0
+INSTANCE_GONE = "InstanceTerminated"
+GARBAGE_EVERY = timedelta(minutes=2)
 POLL_SECONDS = 0.05
 _IDS = uuid.UUID("1b7c6b0e-3d38-4cf1-9c0a-73636865646c")
 log = logging.getLogger("nodewright.scheduler")
@@ -82,6 +84,8 @@ class SchedulerService:
         self.catalog: list[InstanceOption] = []
         self.leading = False
         self.lock = LeaderLock(store, LEADER_LOCK)
+        self.looked_at: set[str] = set()  # orphaned claims the garbage collection has seen
+        self.garbage_after = clock.now()
         self.shell = ServiceShell(PRODUCER, nats_url, port=port, subjects=None, readiness=[self._ready])
         registry = self.shell.registry
         self.created = Counter(
@@ -146,6 +150,8 @@ class SchedulerService:
                     raise NotLeader(self.lock.fence)
             # a disruption's replacements, or a launch left unrecorded
             if self.projection.unlaunched() and not await _reaching_cloud(self.launch_unlaunched(now), stopping):
+                continue
+            if self._garbage_due(now) and not await _reaching_cloud(self.collect_garbage(now), stopping):
                 continue
             waiting = self.projection.plannable()
             self.queue.set(len(waiting))
@@ -313,6 +319,32 @@ class SchedulerService:
         if unreachable:  # every launch has ended: only now may the pass end
             raise unreachable[0]
         return [name for name in outcomes if name is not None]
+
+    def _garbage_due(self, now: datetime) -> bool:
+        """At once for a claim whose node just went; again every GARBAGE_EVERY for those whose
+        instance was still running then (upstream's garbage collection runs every 2 minutes)."""
+        orphaned = self.projection.orphaned()
+        return any(name not in self.looked_at for name in orphaned) or (bool(orphaned) and now >= self.garbage_after)
+
+    async def collect_garbage(self, now: datetime) -> list[str]:
+        """Upstream's NodeClaim garbage collection: a claim whose node was deleted and whose
+        instance the cloud no longer runs (a spot reclaim, a deletion outside nodewright) is
+        recorded `NodeClaimTerminated`, so it stops counting against its pool's limits and
+        budgets. One whose instance still runs is looked at again later. The names of those ended."""
+        running = {i.get("nodeclaim") for i in await self.cloud.list()}
+        self.garbage_after = now + GARBAGE_EVERY
+        ended = []
+        for name in self.projection.orphaned():
+            self.looked_at.add(name)
+            if name not in running:
+                claim = self.projection.claims[name]
+                claim.node_gone = False  # recorded, or refused (logged): either way not asked again
+                gone = c.NodeClaimTerminated(nodeclaim=name, nodepool=claim.nodepool, reason=INSTANCE_GONE)
+                await self._record(gone, now)
+                ended.append(name)
+        await self.catch_up()
+        self.looked_at.intersection_update(self.projection.orphaned())
+        return ended
 
     async def _launch(self, name: str, now: datetime) -> str | None:
         """The cloud's create for one claim, then NodeClaimLaunched; a refusal records

@@ -252,3 +252,25 @@ async def test_a_leader_that_loses_its_lock_steps_down_and_leadership_is_taken_a
     assert len(pods) == len(set(pods)) and len(created) == len(world.sim.world.cloud.instances)
     result = await audit_database(migrated_url)
     assert result.replay.violations == [] and result.counters_match, result.mismatches
+
+
+async def test_a_reclaimed_spot_instance_stops_counting_and_its_pods_get_a_new_node(
+    store, migrated_url, nats_server_url
+):
+    """Upstream's garbage collection: the cloud reclaims a node's instance; its claim is recorded
+    terminated, so a pool at its node limit can replace it and every pod runs again."""
+    document = burst(6, {"nodes": "2"})
+    requirement = document["spec"]["nodePools"][0]["spec"]["template"]["spec"]["requirements"][0]
+    requirement["values"] = ["4"]  # 3 pods a node: the 6 need both nodes the limit allows
+    document["spec"]["cloud"]["interruptions"] = [{"at": "10m", "capacityType": "spot", "count": 1}]
+
+    async def replaced(s: SimService) -> bool:
+        ended = [d async for page in store.read_types(["NodeClaimTerminated"]) for _, d in page]
+        return bool(ended) and pods_running(s, 6) and len(s.world.cloud.running()) == 2
+
+    sim = await play(document, migrated_url, nats_server_url, store, replaced)
+    (ended,) = [d async for page in store.read_types(["NodeClaimTerminated"]) for _, d in page]
+    assert ended["reason"] == "InstanceTerminated"
+    assert len(sim.world.cloud.instances) == 3  # the reclaimed one, the survivor, its replacement
+    result = await audit_database(migrated_url)
+    assert result.replay.violations == [] and result.counters_match, result.mismatches

@@ -174,3 +174,15 @@ def test_a_claim_whose_node_went_away_offers_no_room():
     registered = {"node": "c1", "provider_id": "p", "nodeclaim": "c1", "allocatable": LAUNCHED["allocatable"]}
     p.apply([recorded(3, "NodeRegistered", registered), recorded(4, "NodeDeleted", {"node": "c1", "nodeclaim": "c1"})])
     assert p.capacity() == []  # a spot reclaim took the node; the claim is not capacity again
+
+
+def test_a_claim_whose_node_was_deleted_is_orphaned_until_it_ends():
+    p = Projection()
+    p.apply([recorded(1, "NodeClaimCreated", {"nodeclaim": "c1", "nodepool": "a", "pods": []})])
+    p.apply([recorded(2, "NodeClaimLaunched", LAUNCHED)])
+    p.apply([recorded(3, "NodeRegistered", {"node": "n-c1", "provider_id": "p", "nodeclaim": "c1"})])
+    assert p.orphaned() == []
+    p.apply([recorded(4, "NodeDeleted", {"node": "n-c1"})])  # the claim found through the node
+    assert p.orphaned() == ["c1"]
+    p.apply([recorded(5, "NodeClaimTerminated", {"nodeclaim": "c1", "nodepool": "a"})])
+    assert p.orphaned() == [] and p.claims == {}
