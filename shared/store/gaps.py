@@ -21,7 +21,6 @@ import asyncpg
 from shared.store.eventstore import EventStore
 
 _HORIZON = "SELECT pg_current_xact_id()::text::bigint"
-_ENDED = "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::bigint::text::xid8"
 _SETTLED = (
     "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::bigint::text::xid8,"
     " EXISTS (SELECT 1 FROM events WHERE position = $2)"
@@ -30,13 +29,8 @@ _SETTLED = (
 
 async def xid_horizon(raw: asyncpg.Connection) -> int:
     """A transaction id above every one assigned so far: a fresh one, committed at once (so
-    call it outside a transaction). Costs one id, which only gaps and leader changes spend."""
+    call it outside a transaction). Costs one id, which only a gap in the log spends."""
     return int(await raw.fetchval(_HORIZON))
-
-
-async def ended_below(raw: asyncpg.Connection, horizon: int) -> bool:
-    """Whether every transaction with an id below `horizon` has committed or rolled back."""
-    return bool(await raw.fetchval(_ENDED, horizon))
 
 
 class GapWatch:

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from shared.store.eventstore import EventStore
-from shared.store.gaps import GapWatch, ended_below, xid_horizon
+from shared.store.gaps import GapWatch
 from tests.factories import insert_applied
 
 
@@ -39,12 +39,3 @@ async def eventually(check: Callable[[], Awaitable[bool]]) -> bool:
             return True
         await asyncio.sleep(0.01)
     return False
-
-
-async def test_a_horizon_waits_for_every_transaction_with_an_id(store: EventStore):
-    async with store.driver_connection() as raw, store.driver_connection() as other:
-        async with other.transaction():
-            await other.fetchval("SELECT pg_current_xact_id()")
-            horizon = await xid_horizon(raw)
-            assert not await ended_below(raw, horizon)
-        assert await eventually(lambda: ended_below(raw, horizon))
