@@ -37,8 +37,9 @@ from shared.ports.cluster import (
 from shared.scheduling.requirements import selector_allows
 
 HISTORY = 50_000
-EVENTS_KEPT = 10_000
 """Changes kept for watchers: between this and twice this many."""
+EVENTS_KEPT = 10_000
+"""Kubernetes Events kept, the oldest dropped first (the API server lets them expire)."""
 _ZERO = Decimal(0)
 
 
