@@ -168,6 +168,12 @@ async def test_the_replacements_a_disruption_orders_are_launched(store, migrated
     async with World(burst(4), nats_server_url, store) as world:
         world.start_schedulers()
         await world.until(lambda s: pods_running(s, 4))
+
+        async def counted_initialized(s: SimService) -> bool:  # what budgets count (reference §2)
+            pool = (await store.counters()).get("burst")
+            return pool is not None and pool.initialized == pool.nodes == len(s.world.cloud.running())
+
+        await world.until(counted_initialized)
         candidate = world.sim.world.cloud.running()[0].request.nodeclaim
         decision = c.DisruptionDecided(
             decision_id="d1", nodepool="burst", reason="Drifted", candidates=[candidate], replacements=["burst-r1"]
