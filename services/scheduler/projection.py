@@ -50,7 +50,6 @@ class ClaimInFlight:
     requests: dict[str, str] = field(default_factory=dict)
     launched: bool = False
     registered: bool = False
-    initialized: bool = False
     node_gone: bool = False  # its node was deleted: is its instance gone too?
     zone: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -118,7 +117,7 @@ class Projection:
             taints = [t for t in node.taints if t.key not in startup]
             out.append(self._room(node.name, node.labels, taints, node.allocatable, used, daemons, node.initialized))
         for name, claim in self.claims.items():
-            if claim.launched and not claim.registered and claim.allocatable and name not in hosts:
+            if claim.launched and not claim.registered and claim.allocatable:
                 pool = self.pools.get(claim.nodepool)
                 taints = list(pool.spec.template.spec.taints or []) if pool else []
                 out.append(self._room(name, claim.labels, taints, claim.allocatable, used, daemons, False))
@@ -365,7 +364,6 @@ def _claim_initialized(p: Projection, data: Mapping[str, Any], at: datetime) -> 
     (onto it, as existing capacity, when they fit)."""
     claim = p.claims.get(data["nodeclaim"])
     if claim is not None:
-        claim.initialized = True
         for key in claim.pods:
             if p.nominated.get(key) == data["nodeclaim"]:
                 del p.nominated[key]

@@ -262,9 +262,13 @@ class SchedulerService:
     def _nominated(self, pod: str, target: str) -> KubeEvent:
         """Upstream's Nominated event: the claim, and the node once there is one."""
         node = self.projection.nodes.get(target)
-        where = [f"nodeclaim/{node.nodeclaim}", f"node/{target}"] if node and node.nodeclaim else []
-        where = where or ([f"node/{target}"] if node else [f"nodeclaim/{target}"])
-        return KubeEvent(POD, pod, NORMAL, "Nominated", f"Pod should schedule on: {', '.join(where)}", self._uid(pod))
+        if node is None:
+            where = f"nodeclaim/{target}"
+        elif node.nodeclaim:
+            where = f"nodeclaim/{node.nodeclaim}, node/{target}"
+        else:
+            where = f"node/{target}"
+        return KubeEvent(POD, pod, NORMAL, "Nominated", f"Pod should schedule on: {where}", self._uid(pod))
 
     async def _reserve(self, claim: PlannedClaim, now: datetime) -> str | None:
         """The strict reservation of a planned claim: its name, or None when a limit refused it."""
@@ -299,8 +303,6 @@ class SchedulerService:
         waiting = self.projection.unlaunched()
         if not waiting:
             return []
-        if not await self.lock.held():
-            raise NotLeader(self.lock.fence)
         gate = asyncio.Semaphore(LAUNCHES_AT_ONCE)
         unreachable: list[BaseException] = []
 
