@@ -109,8 +109,6 @@ class Replay:
                 self.launches += 1
             elif event_type == "DisruptionDecided":
                 self.disruptions += 1
-            if mentioned is not None:
-                _mention(mentioned, claims, data)
             pool = pools.get(name) or self.pool(name)
             explaining = claim is not None and _mentions(claim, data)
             try:
@@ -118,6 +116,9 @@ class Replay:
             except (KeyError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
                 self._violation(entry, Rule.PAYLOAD, f"{event_type} is malformed: {exc!r}")
                 continue
+            finally:
+                if mentioned is not None:  # after the step: a claim it created is this part's own
+                    _mention(mentioned, claims, data)
             if outcome.violation is not None:
                 self._violation(entry, outcome.violation.rule, outcome.violation.detail)
             if explaining:

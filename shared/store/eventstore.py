@@ -2,25 +2,34 @@
 
 An append is a *unit*: one or more streams, each with the version it expects, written all or
 nothing. Several units share one transaction when a batcher groups them; each still succeeds or
-fails on its own, because every rule is checked in memory, against locked counter rows, before
-anything is written.
+fails on its own, because every rule is checked in memory, against the counter rows as they
+stand when the events are written, before anything is written.
 
-One transaction, in order:
+In order:
 0. a fenced append (a leader's reservation, `shared.store.leader`) takes its fence's companion
    lock shared, then checks that its leader lock is still held, or raises `NotLeader`;
-1. the counter rows of every pool the units touch are locked (`FOR UPDATE`, in name order) and,
-   in the same statement, the batch's event ids, stream heads and claims are read (read again if
-   the statement waited for a lock while a pool moved);
+1. the counter rows of every pool the units touch are read and, in the same statement, the
+   batch's event ids, stream heads and claims;
 2. units whose event ids are stored already are no-ops that return the first positions
    (idempotent redelivery);
 3. the counters are checked and evolved unit by unit (`shared.policy.counters`); a unit that
    breaks a rule is dropped with its error;
-4. one statement inserts the events and writes the counters. It first makes sure the transaction
-   has its id, so that a position is never drawn by a transaction younger than a snapshot that
-   could see a later one: that lets readers tell a position still being written from one lost
-   to a rollback (`shared.store.gaps`). No log-wide lock: positions of concurrent transactions
-   commit out of order, and only the outbox relay needs to wait for the gaps to settle. Within
-   one pool, positions still follow the order of its row lock: the order the audit replays.
+4. one statement locks the counter rows it writes to (`FOR UPDATE`, in name order), checks that
+   each is still at the version step 1 read, and only then inserts the events and writes the
+   counters. It first makes sure the transaction has its id, so that a position is never drawn
+   by a transaction younger than a snapshot that could see a later one: that lets readers tell a
+   position still being written from one lost to a rollback (`shared.store.gaps`). No log-wide
+   lock: positions of concurrent transactions commit out of order, and only the outbox relay
+   needs to wait for the gaps to settle. Within one pool, positions still follow the order of
+   its row lock: the order the audit replays.
+
+Usually that is two statements and no explicit transaction (optimistic): step 1 reads without
+locks, and step 4, run alone, is its own transaction, holding the pool locks only while
+PostgreSQL runs it. If a pool moved in between, step 4 writes nothing and the batch is checked
+again. A process takes its own turns per pool (`_Turns`), so only other processes can race it.
+After a few lost races, and always for a fenced append, a replacement (whose candidates the pool
+names) or a pool's first event, the whole batch runs in one transaction that locks the pools in
+step 1 (read again if that statement waited for a lock while a pool moved).
 
 The hot statements go to asyncpg directly (prepared, binary, arrays), on a pool of its own with
 JSON passed as text and read back by orjson; SQLAlchemy's engine serves the rest. Those
@@ -146,8 +155,20 @@ _EVENT_COLUMNS = (
     "position, event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, recorded_at"
 )
 
-_INSERT = """
-WITH xact AS MATERIALIZED (SELECT pg_current_xact_id()),
+# The write, one statement: lock the counter rows of the pools it writes to (in name order) and
+# check that each is still at the version the batch was checked against; only then take the
+# transaction id, insert the events and write the counters. When a pool moved, it writes nothing
+# and returns no row. Run alone (autocommit) it is the whole transaction: an optimistic append
+# then takes two round trips, and holds its pool locks only while PostgreSQL runs it.
+_WRITE = """
+WITH locked AS MATERIALIZED (
+    SELECT nodepool, version FROM nodepool_counters WHERE nodepool = ANY($3::text[]) ORDER BY nodepool FOR UPDATE
+),
+unchanged AS MATERIALIZED (
+    SELECT count(*) = cardinality($3::text[]) AS ok
+    FROM locked JOIN unnest($3::text[], $4::bigint[]) AS e(nodepool, version) USING (nodepool, version)
+),
+xact AS MATERIALIZED (SELECT pg_current_xact_id() FROM unchanged WHERE ok),
 ins AS (
     INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at)
     SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at
@@ -168,7 +189,7 @@ counters AS (
     FROM jsonb_to_recordset($2::jsonb)
          AS p(nodepool text, spec_changed boolean, spec jsonb, nodes int, in_flight int, initialized int,
               resources jsonb, disrupting jsonb, by_reason jsonb, replacing jsonb, version bigint, last_event uuid)
-    WHERE c.nodepool = p.nodepool
+    WHERE c.nodepool = p.nodepool AND (SELECT ok FROM unchanged)
 )
 SELECT position, event_id FROM ins
 """
@@ -193,9 +214,12 @@ FROM shared
 """
 
 
+_COUNTER_COLUMNS = (
+    "nodepool, spec::text AS spec, nodes, in_flight, initialized, resources, disrupting, replacing, version,"
+    " last_position"
+)
 _LOCK_POOLS = (
-    "SELECT nodepool, spec::text AS spec, nodes, in_flight, initialized, resources, disrupting, replacing, version,"
-    " last_position FROM nodepool_counters WHERE nodepool = ANY($1::text[]) ORDER BY nodepool FOR UPDATE"
+    f"SELECT {_COUNTER_COLUMNS} FROM nodepool_counters WHERE nodepool = ANY($1::text[]) ORDER BY nodepool FOR UPDATE"
 )
 
 _STORED = "@stored"  # the type column of `_READ` rows that report an already stored event id
@@ -223,13 +247,18 @@ CROSS JOIN LATERAL (SELECT version FROM events WHERE stream_id = s.id ORDER BY v
 _POOL = "@pool"  # the type column of `_LOCK_AND_READ` rows that carry a locked counter row
 _LOCK_AND_READ = f"""
 WITH locked AS MATERIALIZED (
-    SELECT nodepool, spec::text AS spec, nodes, in_flight, initialized, resources, disrupting, replacing, version,
-           last_position
-    FROM nodepool_counters WHERE nodepool = ANY($5::text[]) ORDER BY nodepool FOR UPDATE
+    SELECT {_COUNTER_COLUMNS} FROM nodepool_counters WHERE nodepool = ANY($5::text[]) ORDER BY nodepool FOR UPDATE
 )
 SELECT l.nodepool, l.version, '{_POOL}',
        to_jsonb(l) || jsonb_build_object('seen', (SELECT version FROM nodepool_counters WHERE nodepool = l.nodepool))
 FROM locked AS l
+UNION ALL
+{_READ}"""
+
+# The optimistic read: the same, without locks, in one snapshot; `_WRITE` checks the versions.
+_PEEK_AND_READ = f"""
+SELECT l.nodepool, l.version, '{_POOL}', to_jsonb(l)
+FROM (SELECT {_COUNTER_COLUMNS} FROM nodepool_counters WHERE nodepool = ANY($5::text[])) AS l
 UNION ALL
 {_READ}"""
 
@@ -241,6 +270,7 @@ class EventStore:
         self._pool: asyncpg.Pool | None = None
         self._claims = ClaimCache()
         self._specs = SpecCache()
+        self._turns = _Turns()
         self._pool_opened = asyncio.Lock()
 
     @classmethod
@@ -340,10 +370,20 @@ class EventStore:
     async def _append_units(
         self, units: Sequence[Unit], fence: Fence | None = None
     ) -> list[list[int] | StoreError | ReservationError]:
-        async with self.driver_connection() as raw:
+        names = sorted({name for u in units for a in u for e in a.events if (name := counted_pool(e.type, e.data))})
+        async with self._turns.take(names), self.driver_connection() as raw:
+            for _ in range(_OPTIMISTIC_ATTEMPTS if fence is None else 0):
+                batch = _Batch(raw, units, self._claims, self._specs)
+                optimistic = await batch.run(optimistic=True)
+                if optimistic is not None:
+                    batch.remember()
+                    return optimistic
+                if not batch.raced:
+                    break
             batch = _Batch(raw, units, self._claims, self._specs, fence)
             async with raw.transaction():
                 results = await batch.run()
+            assert results is not None  # the locked run cannot find its pools moved
             batch.remember()
             return results
 
@@ -548,6 +588,10 @@ class EventStore:
         return {r["nodepool"]: _pool_from_row(r, r["spec"]) for r in rows}
 
 
+_OPTIMISTIC_ATTEMPTS = 3
+"""Optimistic tries of a batch before it takes its pools' locks for the whole transaction: a
+retry costs two round trips, while a locked run makes writers of the same pool queue behind
+its round trips."""
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
 _SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
 
@@ -657,16 +701,28 @@ class _Batch:
         self.results: list[list[int] | StoreError | ReservationError | None] = [None] * len(units)
         self.twins: dict[int, int] = {}
         self.loaded_specs: dict[str, dict[str, Any] | None] = {}  # to write a pool's spec only when it changed
+        self.loaded_versions: dict[str, int] = {}  # what `_WRITE` checks the pools are still at
+        self.raced = False  # an optimistic run found a pool moved between its read and its write
 
-    async def run(self) -> list[list[int] | StoreError | ReservationError]:
+    async def run(self, *, optimistic: bool = False) -> list[list[int] | StoreError | ReservationError] | None:
+        """The batch's results. `optimistic`: read without locks and write only if no pool moved
+        meanwhile, in two round trips and no explicit transaction; None when a pool moved (nothing
+        was written) or when the batch needs the locked read, and the caller then runs it locked.
+        Within one process, the batcher gives each pool to one flusher, so its batches rarely race."""
         if self.fence is not None:
             await self._check_fence(self.fence)
-        # Lock first, then look for stored ids: a redelivery that waited on the lock for its first
-        # copy's commit must find that copy, not a stream that moved.
         names = sorted(
             {name for u in self.units for a in u for e in a.events if (name := counted_pool(e.type, e.data))}
         )
-        pools, found, heads, claims = await self._lock_and_read(names)
+        if optimistic:
+            read = await self._peek_and_read(names)
+            if read is None:
+                return None
+            pools, found, heads, claims = read
+        else:
+            # Lock first, then look for stored ids: a redelivery that waited on the lock for its
+            # first copy's commit must find that copy, not a stream that moved.
+            pools, found, heads, claims = await self._lock_and_read(names)
         pending = self._drop_redelivered(found)
         written: list[tuple[int, list[_Row]]] = []
         for i in pending:
@@ -675,8 +731,9 @@ class _Batch:
                 written.append((i, outcome))
             else:
                 self.results[i] = outcome
-        if written:
-            await self._write(written, pools)
+        if written and not await self._write(written, pools):
+            self.raced = True
+            return None
         for i, twin in self.twins.items():
             self.results[i] = self.results[twin]
         return self.results  # type: ignore[return-value]
@@ -744,9 +801,24 @@ class _Batch:
         pools = self._pools(locked_rows)
         return (pools, *self._parse(await self.raw.fetch(_READ, *self._read_arguments(pools))))
 
+    async def _peek_and_read(
+        self, names: list[str]
+    ) -> tuple[dict[str, PoolCounters], dict[uuid.UUID, int], dict[str, int], dict[str, ClaimState]] | None:
+        """What `_lock_and_read` reads, in one snapshot and without locks; None when only the
+        locked read will do: a pool without its counter row yet, or replacements (the pool names
+        their candidates, so it must be read first)."""
+        if any(e.data.get("replacement_for") for u in self.units for a in u for e in a.events):
+            return None
+        rows = await self.raw.fetch(_PEEK_AND_READ, *self._read_arguments({}), names)
+        counters = [r[3] for r in rows if r[2] == _POOL]
+        if len(counters) < len(names):
+            return None
+        return (self._pools(counters), *self._parse([r for r in rows if r[2] != _POOL]))
+
     def _pools(self, rows: Iterable[Any]) -> dict[str, PoolCounters]:
         pools = {r["nodepool"]: _pool_from_row(r, self.specs.parse(r["spec"])) for r in rows}
         self.loaded_specs = {name: pool.spec for name, pool in pools.items()}
+        self.loaded_versions = {name: pool.version for name, pool in pools.items()}
         return pools
 
     def _read_arguments(self, pools: dict[str, PoolCounters]) -> list[Any]:
@@ -857,9 +929,12 @@ class _Batch:
             evolve(pool, claims, event.type, data, 0)
         return _Row(event, version, data, name)
 
-    async def _write(self, written: list[tuple[int, list[_Row]]], pools: dict[str, PoolCounters]) -> None:
+    async def _write(self, written: list[tuple[int, list[_Row]]], pools: dict[str, PoolCounters]) -> bool:
+        """Insert the events and write the counters; False (nothing written) when a pool they count
+        in is no longer at the version the checks read."""
         rows_out = [r for _, rs in written for r in rs]
         last_event: dict[str, uuid.UUID] = {r.pool: r.event.event_id for r in rows_out if r.pool is not None}
+        names = sorted(last_event)
         dumps = orjson.dumps
         counters = [
             {
@@ -876,10 +951,10 @@ class _Batch:
                 "version": p.version,
                 "last_event": last_event[p.nodepool],
             }
-            for p in (pools[n] for n in sorted(last_event))
+            for p in (pools[n] for n in names)
         ]
         rows = await self.raw.fetch(
-            _INSERT,
+            _WRITE,
             dumps(
                 [
                     {
@@ -897,10 +972,37 @@ class _Batch:
                 option=orjson.OPT_NAIVE_UTC,
             ).decode(),
             dumps(counters).decode(),
+            names,
+            [self.loaded_versions[n] for n in names],
         )
+        if not rows:
+            return False
         positions = {r[1]: r[0] for r in rows}
         for i, rs in written:
             self.results[i] = [positions[r.event.event_id] for r in rs]
+        return True
+
+
+class _Turns:
+    """One append at a time per NodePool within this process, taken in name order: a process's
+    own writers queue here instead of racing each other's optimistic writes in PostgreSQL, where
+    the loser's work is wasted. Other processes are still caught by the version check."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @asynccontextmanager
+    async def take(self, names: Sequence[str]) -> AsyncIterator[None]:
+        locks = [self._locks.setdefault(name, asyncio.Lock()) for name in names]
+        taken: list[asyncio.Lock] = []
+        try:
+            for lock in locks:
+                await lock.acquire()
+                taken.append(lock)
+            yield
+        finally:
+            for lock in reversed(taken):
+                lock.release()
 
 
 class ClaimCache:

@@ -57,7 +57,10 @@ async def log_facts(database_url: str) -> dict[str, int]:
     import asyncpg
 
     u = make_url(database_url)
-    conn = await asyncpg.connect(user=u.username, host=u.query.get("host") or u.host, port=u.port, database=u.database)
+    port = u.port or u.query.get("port")  # an embedded server's socket names its port in the query
+    conn = await asyncpg.connect(
+        user=u.username, host=u.query.get("host") or u.host, port=int(port) if port else None, database=u.database
+    )
     try:
         rows = await conn.fetch("SELECT type, count(*) FROM events GROUP BY type")
     finally:

@@ -127,9 +127,12 @@ async def test_a_claim_moved_on_by_another_process_is_read_past_what_this_one_re
         await elsewhere.close()
 
 
+@pytest.mark.parametrize("locked", [False, True], ids=["optimistic", "locked"])
 async def test_a_transaction_that_does_not_commit_leaves_no_trace_in_what_the_store_remembers(
-    store: EventStore, monkeypatch: pytest.MonkeyPatch
+    store: EventStore, monkeypatch: pytest.MonkeyPatch, locked: bool
 ):
+    """Optimistic, the write statement is the commit: the failure comes just before it. Locked,
+    it comes between the write and the COMMIT."""
     from shared.store import eventstore
     from tests.factories import launched
 
@@ -137,9 +140,12 @@ async def test_a_transaction_that_does_not_commit_leaves_no_trace_in_what_the_st
     first = created("c1", "p")
     await store.append(first.stream_id, NO_STREAM, [new(first)])
     write = eventstore._Batch._write
+    if locked:
+        monkeypatch.setattr(eventstore, "_OPTIMISTIC_ATTEMPTS", 0)
 
     async def write_then_fail(self, *args):
-        await write(self, *args)
+        if locked:
+            await write(self, *args)
         raise RuntimeError("connection lost before commit")
 
     monkeypatch.setattr(eventstore._Batch, "_write", write_then_fail)
@@ -160,6 +166,7 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
     from shared.store import eventstore
     from tests.factories import launched, terminated
 
+    monkeypatch.setattr(eventstore, "_OPTIMISTIC_ATTEMPTS", 0)  # the locked path, whose read can wait
     await seed(store, applied("p", {"nodes": "5"}))
     claim = created("c1", "p")
     await store.append(claim.stream_id, NO_STREAM, [new(claim)])
@@ -167,9 +174,10 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
     write = eventstore._Batch._write
 
     async def write_and_hold(self, written, pools):
-        await write(self, written, pools)
+        done = await write(self, written, pools)
         if any(r.event.type == "NodeClaimLaunched" for _, rows in written for r in rows):
             await gate.wait()  # commit only when the other append is queued on the pool's row
+        return done
 
     monkeypatch.setattr(eventstore._Batch, "_write", write_and_hold)
     holder = EventStore.connect(migrated_url)
@@ -195,3 +203,42 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
         await holder.close()
     counters = (await store.counters("p"))["p"]
     assert (counters.nodes, counters.in_flight) == (0, 0)
+
+
+async def test_an_optimistic_append_whose_pool_moved_before_its_write_writes_nothing_and_tries_again(
+    store: EventStore, migrated_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Between the unlocked read and the write, another store appends to the same pool: the write
+    finds the pool's version moved, writes nothing, and the append is checked again against what
+    the other store committed (here, its claim now takes the pool's last node)."""
+    from shared.policy.counters import LimitExceeded
+    from shared.store import eventstore
+
+    await seed(store, applied("p", {"nodes": "1"}))
+    elsewhere = EventStore.connect(migrated_url)
+    write = eventstore._Batch._write
+    mine = created("c-mine", "p")
+    writes: list[bool] = []
+
+    async def someone_else_first(self, written, pools):
+        ours = written[0][1][0].event.stream_id == mine.stream_id
+        if ours and not writes:
+            other = created("c-other", "p")
+            await elsewhere.append(other.stream_id, NO_STREAM, [new(other)])
+        done = await write(self, written, pools)
+        if ours:
+            writes.append(done)
+        return done
+
+    monkeypatch.setattr(eventstore._Batch, "_write", someone_else_first)
+    try:
+        with pytest.raises(LimitExceeded):
+            await store.append(mine.stream_id, NO_STREAM, [new(mine)])
+    finally:
+        await elsewhere.close()
+    assert writes == [False]  # the first write found the pool moved; the retry's check refused
+    assert await store.stream_version(mine.stream_id) == 0
+    counters = (await store.counters("p"))["p"]
+    assert (counters.nodes, counters.version) == (1, 2)
+    log = [e async for page in store.log_entries() for e in page]
+    assert replay(log).pools["p"].comparable() == counters.comparable()
