@@ -933,6 +933,10 @@ class _Batch:
         """Insert the events and write the counters; False (nothing written) when a pool they count
         in is no longer at the version the checks read."""
         rows_out = [r for _, rs in written for r in rs]
+        if not rows_out:  # units of streams with no events (a version check): nothing to write
+            for i, _ in written:
+                self.results[i] = []
+            return True
         last_event: dict[str, uuid.UUID] = {r.pool: r.event.event_id for r in rows_out if r.pool is not None}
         names = sorted(last_event)
         dumps = orjson.dumps
@@ -993,7 +997,7 @@ class _Turns:
 
     @asynccontextmanager
     async def take(self, names: Sequence[str]) -> AsyncIterator[None]:
-        locks = [self._locks.setdefault(name, asyncio.Lock()) for name in names]
+        locks = [self._locks.get(name) or self._locks.setdefault(name, asyncio.Lock()) for name in names]
         taken: list[asyncio.Lock] = []
         try:
             for lock in locks:

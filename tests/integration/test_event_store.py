@@ -86,6 +86,20 @@ async def test_concurrent_redeliveries_append_once(store: EventStore):
     assert len(await store.read_stream(pool.stream_id)) == 1
 
 
+async def test_an_append_of_no_events_checks_the_version_and_writes_nothing(store: EventStore):
+    """A unit with no events only checks its stream's version; it shares its batch with a
+    redelivered unit, which still gets its stored positions back."""
+    pool = applied("p")
+    event = new(pool)
+    (position,) = await store.append(pool.stream_id, NO_STREAM, [event])
+    results = await store.append_units(
+        [[Append(pool.stream_id, 1, [])], [Append(pool.stream_id, None, [event])], [Append("thing-x", 3, [])]]
+    )
+    assert results[:2] == [[], [position]]
+    assert isinstance(results[2], ConcurrencyConflict)
+    assert await store.head_position() == position
+
+
 async def test_a_unit_is_all_or_nothing_and_a_refused_one_changes_nothing(store: EventStore):
     pool = applied("p", {"nodes": "2"})
     await store.append(pool.stream_id, NO_STREAM, [new(pool)])

@@ -128,11 +128,12 @@ async def test_a_claim_moved_on_by_another_process_is_read_past_what_this_one_re
 
 
 @pytest.mark.parametrize("locked", [False, True], ids=["optimistic", "locked"])
-async def test_a_transaction_that_does_not_commit_leaves_no_trace_in_what_the_store_remembers(
+async def test_an_append_that_fails_before_it_commits_leaves_no_trace_in_what_the_store_remembers(
     store: EventStore, monkeypatch: pytest.MonkeyPatch, locked: bool
 ):
     """Optimistic, the write statement is the commit: the failure comes just before it. Locked,
-    it comes between the write and the COMMIT."""
+    it comes between the write and the COMMIT. (A response lost after the server committed is
+    a redelivery: the retry finds the stored event ids.)"""
     from shared.store import eventstore
     from tests.factories import launched
 
@@ -242,3 +243,49 @@ async def test_an_optimistic_append_whose_pool_moved_before_its_write_writes_not
     assert (counters.nodes, counters.version) == (1, 2)
     log = [e async for page in store.log_entries() for e in page]
     assert replay(log).pools["p"].comparable() == counters.comparable()
+
+
+@pytest.mark.parametrize("holder_commits", [True, False], ids=["holder-commits", "holder-rolls-back"])
+async def test_an_optimistic_write_that_waits_on_a_pool_lock_checks_the_version_the_holder_leaves(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch, holder_commits: bool
+):
+    """The write statement queues behind a transaction that holds the pool's row and bumps its
+    version. If that commits, the write sees the new version once it has the lock, writes nothing
+    (no position drawn) and the append is checked again; if it rolls back, the write goes on."""
+    from shared.store import eventstore
+
+    await seed(store, applied("p", {"nodes": "5"}))
+    holder = await store.session_connection()
+    write = eventstore._Batch._write
+    writes: list[bool] = []
+    finishing: list[asyncio.Task] = []
+
+    async def finish(transaction) -> None:
+        for _ in range(500):
+            if await holder.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            ):
+                break
+            await asyncio.sleep(0.01)
+        await (transaction.commit() if holder_commits else transaction.rollback())
+
+    async def write_behind_holder(self, written, pools):
+        if not finishing:
+            transaction = holder.transaction()
+            await transaction.start()
+            await holder.execute("UPDATE nodepool_counters SET version = version + 1 WHERE nodepool = 'p'")
+            finishing.append(asyncio.create_task(finish(transaction)))
+        writes.append(await write(self, written, pools))
+        return writes[-1]
+
+    monkeypatch.setattr(eventstore._Batch, "_write", write_behind_holder)
+    claim = created("c1", "p")
+    try:
+        (position,) = await store.append(claim.stream_id, NO_STREAM, [new(claim)])
+        await finishing[0]
+    finally:
+        await holder.close()
+    assert writes == ([False, True] if holder_commits else [True])
+    assert position == 2  # the pool's event, then this one: the lost write drew no position
+    counters = (await store.counters("p"))["p"]
+    assert (counters.nodes, counters.version) == (1, 3 if holder_commits else 2)
