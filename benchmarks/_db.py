@@ -52,7 +52,8 @@ def bench_database() -> Iterator[str]:
         url = make_url(admin).set(database=name).render_as_string(hide_password=False)
         try:
             asyncio.run(upgrade(url))
-            print(f"database: {'embedded PostgreSQL' if server else make_url(admin).host} ({name})")
+            where = make_url(admin)
+            print(f"database: {'embedded PostgreSQL' if server else where.host or where.query.get('host')} ({name})")
             yield url
         finally:
             asyncio.run(_admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

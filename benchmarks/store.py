@@ -26,6 +26,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from benchmarks._cpu import measured
 from benchmarks._db import asyncpg_params, bench_database
 from services.cli.eventlog import AuditResult, audit_database
 from services.cli.folding import available_cores
@@ -154,17 +155,26 @@ async def appends(url: str, total: int) -> dict:
     out = {}
     batcher = AppendBatcher(store, max_batch=400, flushers=FLUSHERS)
     await drive(batcher.append, 4000, WRITERS)  # warm up: connections, prepared statements
-    seconds, lat = await drive(batcher.append, total, WRITERS)
+    warm = batcher.transactions
+    with measured() as cpu:
+        seconds, lat = await drive(batcher.append, total, WRITERS)
     out["batched"] = {
         "events_per_s": total / seconds,
         "p50_ms": pct(lat, 0.5),
         "p99_ms": pct(lat, 0.99),
-        "transactions": batcher.transactions,
+        "transactions": batcher.transactions - warm,
+        "cpu": cpu.per_event_us(total),
     }
     await batcher.close()
     single_total = max(total // 4, 4000)
-    seconds, lat = await drive(store.append, single_total, 16)
-    out["single"] = {"events_per_s": single_total / seconds, "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
+    with measured() as cpu:
+        seconds, lat = await drive(store.append, single_total, 16)
+    out["single"] = {
+        "events_per_s": single_total / seconds,
+        "p50_ms": pct(lat, 0.5),
+        "p99_ms": pct(lat, 0.99),
+        "cpu": cpu.per_event_us(single_total),
+    }
     await store.close()
     out["baseline_events_per_s"] = await baseline(url, single_total, 16)
     return out
@@ -243,11 +253,11 @@ def main() -> None:
     print(
         f"micro-batched appends with counters: {b['events_per_s']:,.0f} events/s, p50 {b['p50_ms']:.2f} ms, "
         f"p99 {b['p99_ms']:.2f} ms ({args.events} events, {b['transactions']} transactions; "
-        "target >= 20,000/s at p99 <= 10 ms)"
+        f"target >= 20,000/s at p99 <= 10 ms); CPU: {b['cpu']}"
     )
     print(
         f"one event per transaction with counters: {s['events_per_s']:,.0f} events/s, p50 {s['p50_ms']:.2f} ms, "
-        f"p99 {s['p99_ms']:.2f} ms (target >= 2,000/s)"
+        f"p99 {s['p99_ms']:.2f} ms (target >= 2,000/s); CPU: {s['cpu']}"
     )
     print(
         f"baseline, bare INSERT per transaction (no checks, no counters): {base:,.0f} events/s; "

@@ -180,7 +180,11 @@ async def test_the_replacements_a_disruption_orders_are_launched(store, migrated
         )
         replacement = claim_for(world.sim, "burst-r1", replacement_for="d1")
         await store.reserve_disruption(decision, [replacement], occurred_at=world.clock.now(), producer="test")
-        await world.until(ready("burst-r1"))
+
+        async def replacement_initialized(s: SimService) -> bool:  # the node is ready before it is recorded
+            return ready("burst-r1")(s) and "NodeClaimInitialized" in await types_of(store, "nodeclaim-burst-r1")
+
+        await world.until(replacement_initialized)
     assert await types_of(store, "nodeclaim-burst-r1") == [
         "NodeClaimCreated",
         "NodeClaimLaunched",
