@@ -189,7 +189,7 @@ def _node_requirements(data: Mapping[str, Any], affinity: Affinity | None) -> Re
 
 def pending_pod(data: Mapping[str, Any], at: datetime) -> PendingPod:
     """A PodPending fact as the scheduling pass takes it."""
-    affinity = Affinity.model_validate(data["affinity"]) if data.get("affinity") else None
+    affinity = _affinity(data)
     requirements = _node_requirements(data, affinity)
     spread = tuple(TopologySpreadConstraint.model_validate(c) for c in data.get("topology_spread_constraints") or [])
     topology = PodTopology(
@@ -199,10 +199,10 @@ def pending_pod(data: Mapping[str, Any], at: datetime) -> PendingPod:
         anti_affinity=tuple(affinity.required_anti_affinity()) if affinity else (),
     )
     return PendingPod(
-        key=f"{data['namespace']}/{data['name']}",
-        requests={k: parse(str(v)) for k, v in (data.get("requests") or {}).items()},
+        key=_pod_key(data),
+        requests=_quantities(data.get("requests")),
         requirements=requirements,
-        tolerations=tuple(Toleration.model_validate(t) for t in data.get("tolerations") or []),
+        tolerations=_tolerations(data),
         created_at=at,
         uid=data.get("uid") or "",
         daemonset=data.get("owner_kind") == "DaemonSet",
@@ -214,12 +214,25 @@ def _pod_key(data: Mapping[str, Any]) -> str:
     return f"{data['namespace']}/{data['name']}"
 
 
+def _affinity(data: Mapping[str, Any]) -> Affinity | None:
+    return Affinity.model_validate(data["affinity"]) if data.get("affinity") else None
+
+
+def _tolerations(data: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(Toleration.model_validate(t) for t in data.get("tolerations") or [])
+
+
+def _quantities(raw: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    """A fact's resource map (`"4"`, `"16Gi"`) as exact values."""
+    return {k: parse(str(v)) for k, v in (raw or {}).items()}
+
+
 def daemonset_pods(data: Mapping[str, Any]) -> DaemonSetPods:
     """A DaemonSetApplied fact as the overhead every node it runs on carries."""
-    affinity = Affinity.model_validate(data["affinity"]) if data.get("affinity") else None
+    affinity = _affinity(data)
     return DaemonSetPods(
-        {k: parse(str(v)) for k, v in (data.get("requests") or {}).items()},
-        tuple(Toleration.model_validate(t) for t in data.get("tolerations") or []),
+        _quantities(data.get("requests")),
+        _tolerations(data),
         _node_requirements(data, affinity),
     )
 
@@ -260,11 +273,11 @@ def _bound(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     key = _pod_key(data)
     p.pending.pop(key, None)
     p.nominated.pop(key, None)
-    requests = {k: parse(str(v)) for k, v in (data.get("requests") or {}).items()} or p.requests.get(key, {})
+    requests = _quantities(data.get("requests")) or p.requests.get(key, {})
     p.bound[key] = (data["node"], requests, data.get("labels") or p.labels.get(key, {}))
     if data.get("owner_kind") == "DaemonSet":
         p.daemon_pods.add(key)
-    affinity = Affinity.model_validate(data["affinity"]) if data.get("affinity") else None
+    affinity = _affinity(data)
     if affinity is not None and (terms := tuple(affinity.required_anti_affinity())):
         p.anti_affinity[key] = terms
     p.changed = True  # its node has less room now
@@ -283,7 +296,7 @@ def _node_registered(p: Projection, data: Mapping[str, Any], at: datetime) -> No
         data["node"],
         dict(data.get("labels") or {}),
         [Taint.model_validate(t) for t in data.get("taints") or []],
-        {k: parse(str(v)) for k, v in (data.get("allocatable") or {}).items()},
+        _quantities(data.get("allocatable")),
         data.get("nodeclaim"),
         data.get("nodepool") or (data.get("labels") or {}).get(NODEPOOL_LABEL),
     )
@@ -339,7 +352,7 @@ def _claim_launched(p: Projection, data: Mapping[str, Any], at: datetime) -> Non
         claim.launched = True
         claim.zone = data.get("zone") or claim.zone
         claim.labels = dict(data.get("labels") or {})
-        claim.allocatable = {k: parse(str(v)) for k, v in (data.get("allocatable") or {}).items()}
+        claim.allocatable = _quantities(data.get("allocatable"))
         p.changed = True  # room for pods that wait
 
 

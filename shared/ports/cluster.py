@@ -9,7 +9,7 @@ process and over NATS. Adapters: the sim (`shared.adapters.sim`); the Kubernetes
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from shared.api.core import Taint, TaintEffect
@@ -61,14 +61,7 @@ class KubeEvent:
     uid: str = ""  # the involved object's uid, when known
 
     def to_dict(self) -> dict[str, str]:
-        return {
-            "kind": self.kind,
-            "key": self.key,
-            "type": self.type,
-            "reason": self.reason,
-            "message": self.message,
-            "uid": self.uid,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> KubeEvent:

@@ -43,7 +43,7 @@ import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from copy import copy
 from dataclasses import dataclass
 from datetime import datetime
@@ -120,6 +120,13 @@ COMPANION_MASK = 0x4E57_4645_4E43_4500
 def companion_key(key: int) -> int:
     """The advisory key fenced appends hold shared while they run (`shared.store.leader`)."""
     return key ^ COMPANION_MASK
+
+
+def advisory_lock_id(key: int) -> tuple[int, int]:
+    """How `pg_locks` shows an advisory lock on a bigint key: (classid, objid), its high and low
+    32 bits as unsigned numbers (objsubid is 1)."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    return unsigned >> 32, unsigned & 0xFFFF_FFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,14 +380,14 @@ class EventStore:
         names = sorted({name for u in units for a in u for e in a.events if (name := counted_pool(e.type, e.data))})
         async with self._turns.take(names), self.driver_connection() as raw:
             for _ in range(_OPTIMISTIC_ATTEMPTS if fence is None else 0):
-                batch = _Batch(raw, units, self._claims, self._specs)
+                batch = _Batch(raw, units, names, self._claims, self._specs)
                 optimistic = await batch.run(optimistic=True)
                 if optimistic is not None:
                     batch.remember()
                     return optimistic
                 if not batch.raced:
                     break
-            batch = _Batch(raw, units, self._claims, self._specs, fence)
+            batch = _Batch(raw, units, names, self._claims, self._specs, fence)
             async with raw.transaction():
                 results = await batch.run()
             assert results is not None  # the locked run cannot find its pools moved
@@ -685,12 +692,16 @@ class _Batch:
         self,
         raw: asyncpg.Connection,
         units: Sequence[Unit],
+        names: list[str],
         cache: ClaimCache,
         specs: SpecCache,
         fence: Fence | None = None,
     ) -> None:
+        """`names`: the pools the units count in, sorted (the order their rows are locked in)."""
         self.raw = raw
         self.units = units
+        self.names = names
+        self.replacing = any(e.data.get("replacement_for") for u in units for a in u for e in a.events)
         self.fence = fence
         self.cache = cache
         self.specs = specs
@@ -707,13 +718,10 @@ class _Batch:
     async def run(self, *, optimistic: bool = False) -> list[list[int] | StoreError | ReservationError] | None:
         """The batch's results. `optimistic`: read without locks and write only if no pool moved
         meanwhile, in two round trips and no explicit transaction; None when a pool moved (nothing
-        was written) or when the batch needs the locked read, and the caller then runs it locked.
-        Within one process, the batcher gives each pool to one flusher, so its batches rarely race."""
+        was written) or when the batch needs the locked read, and the caller then runs it locked."""
         if self.fence is not None:
             await self._check_fence(self.fence)
-        names = sorted(
-            {name for u in self.units for a in u for e in a.events if (name := counted_pool(e.type, e.data))}
-        )
+        names = self.names
         if optimistic:
             read = await self._peek_and_read(names)
             if read is None:
@@ -741,8 +749,8 @@ class _Batch:
     async def _check_fence(self, fence: Fence) -> None:
         """Before anything else: a refused fence then costs no pool lock, and a redelivery from a
         former leader is refused too rather than answered."""
-        key = fence.key & 0xFFFF_FFFF_FFFF_FFFF
-        if not await self.raw.fetchval(_FENCE, key >> 32, key & 0xFFFF_FFFF, fence.pid, fence.started, fence.companion):
+        classid, objid = advisory_lock_id(fence.key)
+        if not await self.raw.fetchval(_FENCE, classid, objid, fence.pid, fence.started, fence.companion):
             raise NotLeader(fence)
 
     def _drop_redelivered(self, found: dict[uuid.UUID, int]) -> list[int]:
@@ -786,7 +794,7 @@ class _Batch:
         if not names:
             return ({}, *self._parse(await self.raw.fetch(_READ, *self._read_arguments({}))))
         rows: list[Any] = []
-        if not any(e.data.get("replacement_for") for u in self.units for a in u for e in a.events):
+        if not self.replacing:
             rows = await self.raw.fetch(_LOCK_AND_READ, *self._read_arguments({}), names)
         locked = {r[0]: r[3] for r in rows if r[2] == _POOL}
         if len(locked) == len(names) and all(row["version"] == row["seen"] for row in locked.values()):
@@ -807,7 +815,7 @@ class _Batch:
         """What `_lock_and_read` reads, in one snapshot and without locks; None when only the
         locked read will do: a pool without its counter row yet, or replacements (the pool names
         their candidates, so it must be read first)."""
-        if any(e.data.get("replacement_for") for u in self.units for a in u for e in a.events):
+        if self.replacing:
             return None
         rows = await self.raw.fetch(_PEEK_AND_READ, *self._read_arguments({}), names)
         counters = [r[3] for r in rows if r[2] == _POOL]
@@ -997,16 +1005,10 @@ class _Turns:
 
     @asynccontextmanager
     async def take(self, names: Sequence[str]) -> AsyncIterator[None]:
-        locks = [self._locks.get(name) or self._locks.setdefault(name, asyncio.Lock()) for name in names]
-        taken: list[asyncio.Lock] = []
-        try:
-            for lock in locks:
-                await lock.acquire()
-                taken.append(lock)
+        async with AsyncExitStack() as taken:
+            for name in names:
+                await taken.enter_async_context(self._locks.get(name) or self._locks.setdefault(name, asyncio.Lock()))
             yield
-        finally:
-            for lock in reversed(taken):
-                lock.release()
 
 
 class ClaimCache:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from shared.store.eventstore import EventStore, Fence, StoreError, companion_key
+from shared.store.eventstore import EventStore, Fence, StoreError, advisory_lock_id, companion_key
 
 _ACQUIRE = (
     "SELECT pg_try_advisory_lock($1), pg_backend_pid(),"
@@ -98,9 +98,8 @@ class LeaderLock:
         connection has lost it. A reservation checks for itself; this lets a leader step down early."""
         if not self._holding or self._raw is None or self._raw.is_closed():
             return False
-        key = self.key & 0xFFFF_FFFF_FFFF_FFFF
         try:
-            if await self._raw.fetchval(_HELD, key >> 32, key & 0xFFFF_FFFF):
+            if await self._raw.fetchval(_HELD, *advisory_lock_id(self.key)):
                 return True
         except _LOST:
             pass
