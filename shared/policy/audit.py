@@ -15,11 +15,12 @@ from typing import Any, NamedTuple
 
 from shared.policy.counters import (
     COUNTED_EVENTS,
+    OK,
+    STEPS,
     ClaimState,
     PoolCounters,
     Rule,
     is_forceful,
-    replay_step,
 )
 
 
@@ -89,40 +90,57 @@ class Replay:
     def feed(self, entries: Iterable[Sequence[Any]]) -> None:
         """Fold entries in position order: `LogEntry`s, or any rows of the same five fields. With
         `until`, events that occurred after it are left out (occurred_at is the decision's clock,
-        not the log's order, so the fold goes on)."""
+        not the log's order, so the fold goes on).
+
+        This loop runs a million times per audit: tallies are kept in locals, and what
+        `counted_pool` and `_mention` say is inlined."""
         claim = self.explain.removeprefix("nodeclaim-") if self.explain else None
         until = self.until
         pools, claims, mentioned = self.pools, self.claims, self.mentioned
-        for entry in entries:
-            position, _, event_type, data, occurred_at = entry
-            if until is not None and occurred_at > until:
-                continue
-            self.events += 1
-            self.last_position = position
-            if event_type not in COUNTED_EVENTS:
-                continue
-            name = data.get("nodepool") if isinstance(data, dict) else None
-            if not isinstance(name, str):  # what `counted_pool` says, inline: this loop runs a million times
-                self._violation(entry, Rule.PAYLOAD, f"{event_type} names no nodepool: it counts nowhere")
-                continue
-            if event_type == "NodeClaimCreated":
-                self.launches += 1
-            elif event_type == "DisruptionDecided":
-                self.disruptions += 1
-            pool = pools.get(name) or self.pool(name)
-            explaining = claim is not None and _mentions(claim, data)
-            try:
-                outcome = replay_step(pool, claims, event_type, data, occurred_at, position, explaining)
-            except (KeyError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
-                self._violation(entry, Rule.PAYLOAD, f"{event_type} is malformed: {exc!r}")
-                continue
-            finally:
-                if mentioned is not None:  # after the step: a claim it created is this part's own
-                    _mention(mentioned, claims, data)
-            if outcome.violation is not None:
-                self._violation(entry, outcome.violation.rule, outcome.violation.detail)
-            if explaining:
-                self.story.append(_told(LogEntry(*entry), outcome.record, outcome.violation))
+        counted, steps = COUNTED_EVENTS, STEPS
+        events, launches, disruptions, last_position = self.events, self.launches, self.disruptions, self.last_position
+        try:
+            for entry in entries:
+                position, _, event_type, data, occurred_at = entry
+                if until is not None and occurred_at > until:
+                    continue
+                events += 1
+                last_position = position
+                if event_type not in counted:
+                    continue
+                name = data.get("nodepool") if data.__class__ is dict else None
+                if name.__class__ is not str:
+                    self._violation(entry, Rule.PAYLOAD, f"{event_type} names no nodepool: it counts nowhere")
+                    continue
+                if event_type == "NodeClaimCreated":
+                    launches += 1
+                elif event_type == "DisruptionDecided":
+                    disruptions += 1
+                pool = pools.get(name) or self.pool(name)
+                explaining = claim is not None and _mentions(claim, data)
+                rule, step = steps[event_type]
+                try:
+                    outcome = OK if rule is None else rule(pool, claims, data, occurred_at, explaining)
+                    step(pool, claims, data)
+                except (KeyError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
+                    self._violation(entry, Rule.PAYLOAD, f"{event_type} is malformed: {exc!r}")
+                    continue
+                finally:
+                    if mentioned is not None:  # after the step: a claim it created is this part's own
+                        mentioned_claim = data.get("nodeclaim")
+                        if mentioned_claim.__class__ is str and mentioned_claim not in claims:
+                            mentioned.add(mentioned_claim)
+                        if "candidates" in data:
+                            _mention_candidates(mentioned, claims, data["candidates"])
+                pool.version += 1
+                pool.last_position = position
+                if outcome.violation is not None:
+                    self._violation(entry, outcome.violation.rule, outcome.violation.detail)
+                if explaining:
+                    self.story.append(_told(LogEntry(*entry), outcome.record, outcome.violation))
+        finally:
+            self.events, self.launches, self.disruptions = events, launches, disruptions
+            self.last_position = last_position
 
     def _violation(self, entry: Sequence[Any], rule: str, detail: str) -> None:
         position, stream_id, event_type, _, _ = entry
@@ -211,13 +229,9 @@ def _mentions(claim: str, data: dict[str, Any]) -> bool:
     return data.get("nodeclaim") == claim or (isinstance(candidates, list) and claim in candidates)
 
 
-def _mention(into: set[str], known: Mapping[str, Any], data: dict[str, Any]) -> None:
-    """Claim names the event mentions that this part does not hold yet (the ones it holds are
-    its own, and cannot be another part's)."""
-    name = data.get("nodeclaim")
-    if isinstance(name, str) and name not in known:
-        into.add(name)
-    candidates = data.get("candidates")
+def _mention_candidates(into: set[str], known: Mapping[str, Any], candidates: Any) -> None:
+    """Candidates a decision names that this part does not hold yet (the ones it holds are its
+    own, and cannot be another part's)."""
     if isinstance(candidates, list):
         into.update(c for c in candidates if isinstance(c, str) and c not in known)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -104,14 +104,21 @@ quantity = parse
 
 
 def resources_of(raw: Mapping[str, str]) -> Mapping[str, Decimal]:
-    """The quantities of a capacity map. Shared between equal maps: read it, never change it."""
-    return _resources(tuple(raw.items()))
+    """The quantities of a capacity map. Shared between equal maps: read it, never change it.
+
+    Memoised by the map's items: a log repeats the same few instance-type capacities millions of
+    times. A plain dict, not `lru_cache`: this runs twice per claim in a replay, and the wrapper
+    cost as much as the lookup."""
+    key = tuple(raw.items())
+    known = _RESOURCES.get(key)
+    if known is None:
+        if len(_RESOURCES) >= 4096:
+            _RESOURCES.clear()
+        known = _RESOURCES[key] = {name: quantity(str(value)) for name, value in key}
+    return known
 
 
-@functools.lru_cache(maxsize=4096)
-def _resources(items: tuple[tuple[str, str], ...]) -> Mapping[str, Decimal]:
-    """Memoised: a log repeats the same few instance-type capacities millions of times."""
-    return {name: quantity(str(value)) for name, value in items}
+_RESOURCES: dict[tuple[tuple[str, str], ...], Mapping[str, Decimal]] = {}
 
 
 def format_resources(values: Mapping[str, Decimal]) -> dict[str, str]:
@@ -121,19 +128,17 @@ def format_resources(values: Mapping[str, Decimal]) -> dict[str, str]:
 _BINARY = frozenset({"memory", "ephemeral-storage", "storage"})
 
 
-def largest_capacity(instance_types: Iterable[Mapping[str, Any]]) -> dict[str, Decimal]:
-    """Per resource, the largest capacity among the options (upstream's pessimistic subtractMax);
-    a fresh dict the caller may change."""
-    out: dict[str, Decimal] | None = None
+def largest_capacity(instance_types: Sequence[Mapping[str, Any]]) -> Mapping[str, Decimal]:
+    """Per resource, the largest capacity among the options (upstream's pessimistic subtractMax).
+    Read it, never change it: with one option it is that option's shared map (`resources_of`)."""
+    if len(instance_types) == 1:
+        return resources_of(instance_types[0]["capacity"])
+    out: dict[str, Decimal] = {}
     for option in instance_types:
-        values = resources_of(option["capacity"])
-        if out is None:
-            out = dict(values)
-            continue
-        for name, value in values.items():
+        for name, value in resources_of(option["capacity"]).items():
             if name not in out or value > out[name]:
                 out[name] = value
-    return {} if out is None else out
+    return out
 
 
 @dataclass(slots=True)
@@ -274,26 +279,6 @@ def evolve(pool: PoolCounters, claims: ClaimLookup, event_type: str, data: dict[
         pool.last_position = position
 
 
-def replay_step(
-    pool: PoolCounters,
-    claims: ClaimLookup,
-    event_type: str,
-    data: dict[str, Any],
-    occurred_at: datetime,
-    position: int,
-    record: bool = False,
-) -> Outcome:
-    """`check`, then `evolve` whatever it found: a replay counts what the log says happened."""
-    rule = _CHECK.get(event_type)
-    outcome = OK if rule is None else rule(pool, claims, data, occurred_at, record)
-    step = _EVOLVE.get(event_type)
-    if step is not None:
-        step(pool, claims, data)
-        pool.version += 1
-        pool.last_position = position
-    return outcome
-
-
 def is_forceful(decision: Mapping[str, Any]) -> bool:
     """A disruption that budgets do not gate (expiration, removal above a lowered node limit)."""
     return decision["reason"] in FORCEFUL_REASONS or bool(decision.get("forceful"))
@@ -332,20 +317,20 @@ def _check_created(
     policy = pool.policy()
     if policy is None:
         return _violation(Rule.NODEPOOL, f"nodepool {pool.nodepool} is not applied; no NodeClaim may be created")
-    adding = largest_capacity(data["instance_types"])
-    adding[NODES_RESOURCE] = _ONE
+    reserved = largest_capacity(data["instance_types"])
     limits = policy.limits
-    resources = pool.resources
     decision = data.get("replacement_for")
     if decision is None:
-        exceeded = False
-        for res, limit in limits.items():
-            used = Decimal(pool.nodes) if res == NODES_RESOURCE else resources.get(res, _ZERO)
-            if used + adding.get(res, _ZERO) > limit:
-                exceeded = True
-                break
-        if not exceeded and not record:
-            return OK
+        if not record:  # the common case, without building usage maps: is any limit crossed?
+            resources = pool.resources
+            for res, limit in limits.items():
+                if res == NODES_RESOURCE:
+                    if pool.nodes + 1 > limit:
+                        break
+                elif resources.get(res, _ZERO) + reserved.get(res, _ZERO) > limit:
+                    break
+            else:
+                return OK
         usage = pool.usage()
     else:
         if name not in pool.replacing.get(decision, ()):
@@ -363,6 +348,7 @@ def _check_created(
                     usage[res] = usage.get(res, _ZERO) - value
         if policy.soft:
             limits = {res: limit for res, limit in limits.items() if res != NODES_RESOURCE}
+    adding = {**reserved, NODES_RESOURCE: _ONE}
     over = exceeded_limits(limits, usage, adding)
     if over:
         parts = ", ".join(
@@ -627,6 +613,12 @@ _EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] 
 
 CLAIM_EVENTS = frozenset(t for t in _EVOLVE if t.startswith("NodeClaim"))
 COUNTED_EVENTS = frozenset(_EVOLVE)
+STEPS: dict[str, tuple[Check | None, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]]] = {
+    event_type: (_CHECK.get(event_type), step) for event_type, step in _EVOLVE.items()
+}
+"""Per counted event type, its check (None: it has none) and its step, for a replay that runs
+both for every event (`shared.policy.audit`): one lookup instead of two. Like `evolve`, a caller
+then moves the pool's version and last position on."""
 TIMED_EVENTS = frozenset({"DisruptionDecided"})
 """The events whose rules read the decision's clock (budgets are active at an instant); the other
 checks ignore `occurred_at`, so a replay need not decode it for them."""
