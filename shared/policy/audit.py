@@ -108,8 +108,8 @@ class Replay:
                 last_position = position
                 if event_type not in counted:
                     continue
-                name = data.get("nodepool") if data.__class__ is dict else None
-                if name.__class__ is not str:
+                name = data.get("nodepool") if isinstance(data, dict) else None
+                if not isinstance(name, str):
                     self._violation(entry, Rule.PAYLOAD, f"{event_type} names no nodepool: it counts nowhere")
                     continue
                 if event_type == "NodeClaimCreated":
@@ -128,7 +128,7 @@ class Replay:
                 finally:
                     if mentioned is not None:  # after the step: a claim it created is this part's own
                         mentioned_claim = data.get("nodeclaim")
-                        if mentioned_claim.__class__ is str and mentioned_claim not in claims:
+                        if isinstance(mentioned_claim, str) and mentioned_claim not in claims:
                             mentioned.add(mentioned_claim)
                         if "candidates" in data:
                             _mention_candidates(mentioned, claims, data["candidates"])

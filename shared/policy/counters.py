@@ -131,7 +131,7 @@ _BINARY = frozenset({"memory", "ephemeral-storage", "storage"})
 def largest_capacity(instance_types: Sequence[Mapping[str, Any]]) -> Mapping[str, Decimal]:
     """Per resource, the largest capacity among the options (upstream's pessimistic subtractMax).
     Read it, never change it: with one option it is that option's shared map (`resources_of`)."""
-    if len(instance_types) == 1:
+    if isinstance(instance_types, list) and len(instance_types) == 1:
         return resources_of(instance_types[0]["capacity"])
     out: dict[str, Decimal] = {}
     for option in instance_types:
