@@ -50,7 +50,6 @@ class ClaimInFlight:
     requests: dict[str, str] = field(default_factory=dict)
     launched: bool = False
     registered: bool = False
-    node_gone: bool = False  # its node was deleted: is its instance gone too?
     zone: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, Decimal] = field(default_factory=dict)
@@ -69,6 +68,7 @@ class Projection:
     nodes: dict[str, _Node] = field(default_factory=dict)
     claims: dict[str, ClaimInFlight] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the claim in flight for it
+    orphans: set[str] = field(default_factory=set)  # claims whose node was deleted: is their instance gone too?
     position: int = 0
     changed: bool = False  # a pod or a pool changed since the last plan
 
@@ -87,7 +87,7 @@ class Projection:
     def orphaned(self) -> list[str]:
         """Claims whose node was deleted: if their instance is gone as well (a spot reclaim, a
         deletion outside nodewright), nothing will ever terminate them but a garbage collection."""
-        return [name for name, claim in self.claims.items() if claim.node_gone]
+        return sorted(self.orphans)
 
     def unlaunched(self) -> list[str]:
         """Claims created and not launched yet: a pass's own, the replacements a disruption
@@ -316,9 +316,9 @@ def _node_initialized(p: Projection, data: Mapping[str, Any], at: datetime) -> N
 def _node_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     """The node is gone; its claim (still counted until it is terminated) offers nothing now."""
     node = p.nodes.pop(data["node"], None)
-    claim = p.claims.get(data.get("nodeclaim") or (node.nodeclaim if node else None) or "")
-    if claim is not None:
-        claim.node_gone = True
+    name = data.get("nodeclaim") or (node.nodeclaim if node else None)
+    if name in p.claims:
+        p.orphans.add(name)
     for key in [k for k, (node, _, _) in p.bound.items() if node == data["node"]]:
         del p.bound[key]
         p.anti_affinity.pop(key, None)
@@ -359,6 +359,7 @@ def _claim_launched(p: Projection, data: Mapping[str, Any], at: datetime) -> Non
 def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     """A launch that failed, or a claim that went: its pods may be planned again."""
     claim = p.claims.pop(data["nodeclaim"], None)
+    p.orphans.discard(data["nodeclaim"])
     if claim is not None:
         for key in claim.pods:
             if p.nominated.get(key) == data["nodeclaim"]:

@@ -339,9 +339,9 @@ class SchedulerService:
         for name in self.projection.orphaned():
             self.looked_at.add(name)
             if name not in running:
-                claim = self.projection.claims[name]
-                claim.node_gone = False  # recorded, or refused (logged): either way not asked again
-                gone = c.NodeClaimTerminated(nodeclaim=name, nodepool=claim.nodepool, reason=INSTANCE_GONE)
+                self.projection.orphans.discard(name)  # recorded, or refused (logged): either way not asked again
+                pool = self.projection.claims[name].nodepool
+                gone = c.NodeClaimTerminated(nodeclaim=name, nodepool=pool, reason=INSTANCE_GONE)
                 await self._record(gone, now)
                 ended.append(name)
         await self.catch_up()
