@@ -23,13 +23,17 @@ In order:
    needs to wait for the gaps to settle. Within one pool, positions still follow the order of
    its row lock: the order the audit replays.
 
-Usually that is two statements and no explicit transaction (optimistic): step 1 reads without
-locks, and step 4, run alone, is its own transaction, holding the pool locks only while
-PostgreSQL runs it. If a pool moved in between, step 4 writes nothing and the batch is checked
-again. A process takes its own turns per pool (`_Turns`), so only other processes can race it.
-After a few lost races, and always for a fenced append, a replacement (whose candidates the pool
-names) or a pool's first event, the whole batch runs in one transaction that locks the pools in
-step 1 (read again if that statement waited for a lock while a pool moved).
+Usually that is one statement, step 4 alone: the batch is checked against the pools and claims
+as this process's own last appends left them (`shared.store.memory`), and step 4's version check
+proves that memory still true, or writes nothing. When memory falls short (another process moved
+a pool, a claim this process has not seen, a refusal to confirm), it is two statements and no
+explicit transaction (optimistic): step 1 reads without locks, and step 4, run alone, is its own
+transaction, holding the pool locks only while PostgreSQL runs it. If a pool moved in between,
+step 4 writes nothing and the batch is checked again. A process takes its own turns per pool
+(`_Turns`), so only other processes can race it. After a few lost races, and always for a fenced
+append, a replacement (whose candidates the pool names) or a pool's first event, the whole batch
+runs in one transaction that locks the pools in step 1 (read again if that statement waited for a
+lock while a pool moved).
 
 The hot statements go to asyncpg directly (prepared, binary, arrays), on a pool of its own with
 JSON passed as text and read back by orjson; SQLAlchemy's engine serves the rest. Those
@@ -72,6 +76,7 @@ from shared.policy.counters import (
     quantity,
     raise_for,
 )
+from shared.store.memory import ClaimCache, PoolCache, SpecCache
 
 ANY = None
 """expected_version for an append that does not care where the stream is."""
@@ -166,7 +171,8 @@ _EVENT_COLUMNS = (
 # check that each is still at the version the batch was checked against; only then take the
 # transaction id, insert the events and write the counters. When a pool moved, it writes nothing
 # and returns no row. Run alone (autocommit) it is the whole transaction: an optimistic append
-# then takes two round trips, and holds its pool locks only while PostgreSQL runs it.
+# then takes two round trips (one when checked from memory), and holds its pool locks only while
+# PostgreSQL runs it.
 _WRITE = """
 WITH locked AS MATERIALIZED (
     SELECT nodepool, version FROM nodepool_counters WHERE nodepool = ANY($3::text[]) ORDER BY nodepool FOR UPDATE
@@ -270,13 +276,26 @@ UNION ALL
 {_READ}"""
 
 
+@dataclass(slots=True)
+class AppendPaths:
+    """How this store's transactions went: checked against what the process remembered, in one
+    round trip (`recalled`); after an unlocked read (`read`); or with their pools locked for the
+    whole transaction (`locked`)."""
+
+    recalled: int = 0
+    read: int = 0
+    locked: int = 0
+
+
 class EventStore:
     def __init__(self, engine: AsyncEngine, *, pool_size: int = 10) -> None:
         self.engine = engine
         self.pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._claims = ClaimCache()
+        self._pools = PoolCache()
         self._specs = SpecCache()
+        self.paths = AppendPaths()
         self._turns = _Turns()
         self._pool_opened = asyncio.Lock()
 
@@ -379,19 +398,29 @@ class EventStore:
     ) -> list[list[int] | StoreError | ReservationError]:
         names = sorted({name for u in units for a in u for e in a.events if (name := counted_pool(e.type, e.data))})
         async with self._turns.take(names), self.driver_connection() as raw:
-            for _ in range(_OPTIMISTIC_ATTEMPTS if fence is None else 0):
-                batch = _Batch(raw, units, names, self._claims, self._specs)
+            attempts = _OPTIMISTIC_ATTEMPTS if fence is None else 0
+            if attempts:
+                batch = _Batch(raw, units, names, self._claims, self._pools, self._specs)
+                recalled = await batch.run_recalled()
+                if recalled is not None:
+                    batch.remember()
+                    self.paths.recalled += 1
+                    return recalled
+            for _ in range(attempts):
+                batch = _Batch(raw, units, names, self._claims, self._pools, self._specs)
                 optimistic = await batch.run(optimistic=True)
                 if optimistic is not None:
                     batch.remember()
+                    self.paths.read += 1
                     return optimistic
                 if not batch.raced:
                     break
-            batch = _Batch(raw, units, names, self._claims, self._specs, fence)
+            batch = _Batch(raw, units, names, self._claims, self._pools, self._specs, fence)
             async with raw.transaction():
                 results = await batch.run()
             assert results is not None  # the locked run cannot find its pools moved
             batch.remember()
+            self.paths.locked += 1
             return results
 
     # --- reservations --------------------------------------------------------------------------------
@@ -598,7 +627,7 @@ class EventStore:
 _OPTIMISTIC_ATTEMPTS = 3
 """Optimistic tries of a batch before it takes its pools' locks for the whole transaction: a
 retry costs two round trips, while a locked run makes writers of the same pool queue behind
-its round trips."""
+its round trips. With none, nothing is optimistic: not even an append from memory."""
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
 _SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
 
@@ -694,6 +723,7 @@ class _Batch:
         units: Sequence[Unit],
         names: list[str],
         cache: ClaimCache,
+        pool_cache: PoolCache,
         specs: SpecCache,
         fence: Fence | None = None,
     ) -> None:
@@ -704,10 +734,13 @@ class _Batch:
         self.replacing = any(e.data.get("replacement_for") for u in units for a in u for e in a.events)
         self.fence = fence
         self.cache = cache
+        self.pool_cache = pool_cache
         self.specs = specs
         self.heads: dict[str, int] = {}
         self.claims: dict[str, ClaimState] = {}
-        self.known: dict[str, tuple[int, ClaimState | None]] = {}
+        self.pools: dict[str, PoolCounters] = {}
+        self.since: dict[str, int] = {}  # per pool, the version from which its changes are this process's
+        self.known: dict[str, tuple[int, ClaimState | None, int]] = {}
         self.folded: dict[str, int] = {}
         self.results: list[list[int] | StoreError | ReservationError | None] = [None] * len(units)
         self.twins: dict[int, int] = {}
@@ -731,6 +764,7 @@ class _Batch:
             # Lock first, then look for stored ids: a redelivery that waited on the lock for its
             # first copy's commit must find that copy, not a stream that moved.
             pools, found, heads, claims = await self._lock_and_read(names)
+        self.pools, self.since = pools, dict(self.loaded_versions)
         pending = self._drop_redelivered(found)
         written: list[tuple[int, list[_Row]]] = []
         for i in pending:
@@ -745,6 +779,77 @@ class _Batch:
         for i, twin in self.twins.items():
             self.results[i] = self.results[twin]
         return self.results  # type: ignore[return-value]
+
+    async def run_recalled(self) -> list[list[int] | StoreError | ReservationError] | None:
+        """The batch's results in one round trip: checked against what this process remembers
+        (`shared.store.memory`) instead of a read. None, with nothing written, whenever that
+        memory may be wrong or falls short; the caller then reads.
+
+        The write proves the memory right or writes nothing: every pool must still be at the
+        version remembered, so no claim of it moved either; a stream head is remembered or, for
+        a stream the batch starts, 0, and a wrong one collides with a stored version (versions
+        are dense), as a stored event id does. A refusal or a conflict is never answered from
+        memory, since only a write would have proved it: such a batch is read."""
+        recalled = self._recall()
+        if recalled is None:
+            return None
+        pools, claims, heads = recalled
+        pending = self._drop_redelivered({})
+        if len(pending) + len(self.twins) < len(self.units):
+            return None
+        written: list[tuple[int, list[_Row]]] = []
+        for i in pending:
+            outcome = self._apply(self.units[i], pools, claims, heads)
+            if not isinstance(outcome, list):
+                return None
+            written.append((i, outcome))
+        try:
+            if not await self._write(written, pools):
+                return None
+        except asyncpg.UniqueViolationError:
+            return None
+        for i, twin in self.twins.items():
+            self.results[i] = self.results[twin]
+        return self.results  # type: ignore[return-value]
+
+    def _recall(self) -> tuple[dict[str, PoolCounters], dict[str, ClaimState], dict[str, int]] | None:
+        """The pools, claims and stream heads the batch needs, from memory; None when some are not
+        remembered well enough (or the batch needs what only a read gives: a fence, replacements,
+        an append of no events, a stream of unknown head without `NO_STREAM`)."""
+        if self.fence is not None or self.replacing or not all(self.pool_cache.has(n) for n in self.names):
+            return None
+        referenced: set[str] = set()
+        for u in self.units:
+            for a in u:
+                if not a.events:
+                    return None
+                for e in a.events:
+                    if counted_pool(e.type, e.data) is not None:
+                        if "nodeclaim" in e.data:
+                            referenced.add(e.data["nodeclaim"])
+                        referenced.update(e.data.get("candidates") or ())
+        claims: dict[str, ClaimState] = {}
+        heads: dict[str, int] = {}
+        for name in referenced:
+            version, state, at = self.cache.get(name)
+            if state is None:
+                continue  # not known here: fine only for a claim this batch creates (its stream starts at 0)
+            if state.nodepool not in self.names or at < self.pool_cache.since(state.nodepool):
+                return None
+            claims[name] = state
+            heads[_claim_stream(name)] = version
+        for u in self.units:
+            for a in u:
+                if a.stream_id not in heads:
+                    if a.expected_version != NO_STREAM:
+                        return None
+                    heads[a.stream_id] = 0
+        self.since = {name: self.pool_cache.since(name) for name in self.names}
+        pools = self.pools = {name: self.pool_cache.take(name) for name in self.names}
+        self.loaded_specs = {name: pool.spec for name, pool in pools.items()}
+        self.loaded_versions = {name: pool.version for name, pool in pools.items()}
+        self.claims, self.heads = claims, heads
+        return pools, claims, heads
 
     async def _check_fence(self, fence: Fence) -> None:
         """Before anything else: a refused fence then costs no pool lock, and a redelivery from a
@@ -847,7 +952,7 @@ class _Batch:
                         disrupting = pools[e.data["nodepool"]].disrupting
                         claim_names.update(n for n, (_, d) in disrupting.items() if d == decision)
         self.known = {name: self.cache.get(name) for name in claim_names}
-        self.folded = {_claim_stream(n): after for n, (after, _) in self.known.items()}
+        self.folded = {_claim_stream(n): after for n, (after, _, _) in self.known.items()}
         return [
             [e.event_id for u in self.units for a in u for e in a.events],
             list(self.folded),
@@ -869,7 +974,7 @@ class _Batch:
             if kind is not None:
                 by_stream.setdefault(stream, []).append((kind, data))
         claims: dict[str, ClaimState] = {}
-        for name, (_, state) in self.known.items():
+        for name, (_, state, _) in self.known.items():
             state = fold_claim(by_stream.get(_claim_stream(name), ()), name, state)
             if state is not None:
                 claims[name] = state
@@ -877,9 +982,12 @@ class _Batch:
         return found, heads, claims
 
     def remember(self) -> None:
-        """After the commit: keep the claims as this transaction left them."""
+        """After the commit: keep the pools and claims as this transaction left them."""
+        for name, pool in self.pools.items():
+            self.pool_cache.put(name, pool, self.since[name])
         for name, state in self.claims.items():
-            self.cache.put(name, self.heads[_claim_stream(name)], state)
+            pool = self.pools.get(state.nodepool)
+            self.cache.put(name, self.heads[_claim_stream(name)], state, pool.version if pool is not None else -1)
 
     def _apply(
         self,
@@ -1009,45 +1117,6 @@ class _Turns:
             for name in names:
                 await taken.enter_async_context(self._locks.get(name) or self._locks.setdefault(name, asyncio.Lock()))
             yield
-
-
-class ClaimCache:
-    """Claim states as of a stream version, kept between this process's transactions. A stream
-    never changes below its head, so a transaction reads only the events after the version it
-    knows (usually none: this process wrote them). Entries are copies both ways, because a batch
-    evolves its claims in place; a batch that does not commit leaves the cache as it was."""
-
-    def __init__(self, size: int = 200_000) -> None:
-        self.size = size
-        self._states: dict[str, tuple[int, ClaimState]] = {}
-
-    def get(self, name: str) -> tuple[int, ClaimState | None]:
-        known = self._states.get(name)
-        return (known[0], known[1].copy()) if known else (0, None)
-
-    def put(self, name: str, version: int, state: ClaimState) -> None:
-        if len(self._states) >= self.size and name not in self._states:
-            self._states.clear()  # simple and bounded: the next transactions read the streams whole
-        self._states[name] = (version, state.copy())
-
-
-class SpecCache:
-    """One object per distinct stored NodePool spec, so its parsed policy is reused by identity
-    (`PoolCounters.policy`) instead of being looked up by its serialised form every transaction."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self.size = size
-        self._specs: dict[str, dict[str, Any]] = {}
-
-    def parse(self, text: str | None) -> dict[str, Any] | None:
-        if text is None:
-            return None
-        spec = self._specs.get(text)
-        if spec is None:
-            if len(self._specs) >= self.size:
-                self._specs.clear()
-            spec = self._specs[text] = orjson.loads(text)
-        return spec
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,85 @@
+"""What one process remembers between its appends, so that most appends need no read.
+
+A pool's counters change only through events that pool counts, and so does a claim's state
+(every claim event names the claim's pool, and a check refuses any other pool). Pool versions
+order those changes. So if this process knows a pool at version v, and every event the pool
+counted after version s (s <= v) was appended by this process, then a claim this process last
+saw while the pool was at version s or later is still as it saw it, as long as the pool is still
+at v. The write statement checks exactly that: it writes only if every pool it counts in is
+still at the version the batch was checked against (`eventstore._WRITE`).
+
+A pool is remembered with its `since` (that s): the version a read found it at, kept for as long
+as this process's own appends follow each other. A claim is remembered with `at`: the version its
+pool had when this process last saw it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from shared.policy.counters import ClaimState, PoolCounters
+
+
+class ClaimCache:
+    """Claim states as of a stream version, and the pool version they were seen at. A stream
+    never changes below its head, so a read fetches only the events after the version known
+    here (usually none: this process wrote them). Entries are copies both ways, because a
+    batch evolves its claims in place; a batch that does not commit leaves the cache as it was."""
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._states: dict[str, tuple[int, ClaimState, int]] = {}
+
+    def get(self, name: str) -> tuple[int, ClaimState | None, int]:
+        """(stream version, state, pool version it was seen at); (0, None, -1) for a claim not known."""
+        known = self._states.get(name)
+        return (known[0], known[1].copy(), known[2]) if known else (0, None, -1)
+
+    def put(self, name: str, version: int, state: ClaimState, at: int) -> None:
+        if len(self._states) >= self.size and name not in self._states:
+            self._states.clear()  # simple and bounded: the next transactions read the streams whole
+        self._states[name] = (version, state.copy(), at)
+
+
+class PoolCache:
+    """Each pool's counters as this process's last append to it left them, with the version from
+    which every change to the pool was this process's own (`since`). A batch takes the entries it
+    uses out, and puts them back only once it committed: one that fails leaves no entry, and the
+    next append to that pool reads it again."""
+
+    def __init__(self) -> None:
+        self._pools: dict[str, tuple[PoolCounters, int]] = {}
+
+    def has(self, name: str) -> bool:
+        return name in self._pools
+
+    def since(self, name: str) -> int:
+        return self._pools[name][1]
+
+    def take(self, name: str) -> PoolCounters:
+        return self._pools.pop(name)[0]
+
+    def put(self, name: str, pool: PoolCounters, since: int) -> None:
+        """Hand `pool` over: its batch is done with it."""
+        self._pools[name] = (pool, since)
+
+
+class SpecCache:
+    """One object per distinct stored NodePool spec, so its parsed policy is reused by identity
+    (`PoolCounters.policy`) instead of being looked up by its serialised form every transaction."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._specs: dict[str, dict[str, Any]] = {}
+
+    def parse(self, text: str | None) -> dict[str, Any] | None:
+        if text is None:
+            return None
+        spec = self._specs.get(text)
+        if spec is None:
+            if len(self._specs) >= self.size:
+                self._specs.clear()
+            spec = self._specs[text] = orjson.loads(text)
+        return spec
