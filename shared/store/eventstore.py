@@ -170,7 +170,10 @@ _EVENT_COLUMNS = (
 # The write, one statement: lock the counter rows of the pools it writes to (in name order) and
 # check that each is still at the version the batch was checked against; only then take the
 # transaction id, insert the events and write the counters. When a pool moved, it writes nothing
-# and returns no row. Run alone (autocommit) it is the whole transaction: an optimistic append
+# and returns no row, as it does when one of the event ids `$5` is stored already (a batch checked
+# from memory has not looked: a redelivery then costs no position; one index probe per id, as in
+# `_READ`, whatever the generic plan believes). Run alone (autocommit) it is
+# the whole transaction: an optimistic append
 # then takes two round trips (one when checked from memory), and holds its pool locks only while
 # PostgreSQL runs it.
 _WRITE = """
@@ -178,7 +181,10 @@ WITH locked AS MATERIALIZED (
     SELECT nodepool, version FROM nodepool_counters WHERE nodepool = ANY($3::text[]) ORDER BY nodepool FOR UPDATE
 ),
 unchanged AS MATERIALIZED (
-    SELECT count(*) = cardinality($3::text[]) AS ok
+    SELECT count(*) = cardinality($3::text[]) AND NOT EXISTS (
+               SELECT 1 FROM unnest($5::uuid[]) AS i(id)
+               CROSS JOIN LATERAL (SELECT 1 FROM events WHERE event_id = i.id LIMIT 1) AS stored
+           ) AS ok
     FROM locked JOIN unnest($3::text[], $4::bigint[]) AS e(nodepool, version) USING (nodepool, version)
 ),
 xact AS MATERIALIZED (SELECT pg_current_xact_id() FROM unchanged WHERE ok),
@@ -747,6 +753,7 @@ class _Batch:
         self.loaded_specs: dict[str, dict[str, Any] | None] = {}  # to write a pool's spec only when it changed
         self.loaded_versions: dict[str, int] = {}  # what `_WRITE` checks the pools are still at
         self.raced = False  # an optimistic run found a pool moved between its read and its write
+        self.unvouched: list[uuid.UUID] = []  # event ids a batch from memory cannot know are new
 
     async def run(self, *, optimistic: bool = False) -> list[list[int] | StoreError | ReservationError] | None:
         """The batch's results. `optimistic`: read without locks and write only if no pool moved
@@ -788,8 +795,11 @@ class _Batch:
         The write proves the memory right or writes nothing: every pool must still be at the
         version remembered, so no claim of it moved either; a stream head is remembered or, for
         a stream the batch starts, 0, and a wrong one collides with a stored version (versions
-        are dense), as a stored event id does. A refusal or a conflict is never answered from
-        memory, since only a write would have proved it: such a batch is read."""
+        are dense). An event appended at a remembered version is new (an earlier copy would
+        have moved the head); for the others (any version, a stream the batch starts) the write
+        first looks their ids up, so that a redelivery writes nothing and costs no position. A
+        refusal or a conflict is never answered from memory, since only a write would have
+        proved it: such a batch is read."""
         recalled = self._recall()
         if recalled is None:
             return None
@@ -804,9 +814,9 @@ class _Batch:
                 return None
             written.append((i, outcome))
         try:
-            if not await self._write(written, pools):
+            if not await self._write(written, pools, unvouched=self.unvouched):
                 return None
-        except asyncpg.UniqueViolationError:
+        except asyncpg.UniqueViolationError:  # a stream head that moved without its pool
             return None
         for i, twin in self.twins.items():
             self.results[i] = self.results[twin]
@@ -838,12 +848,17 @@ class _Batch:
                 return None
             claims[name] = state
             heads[_claim_stream(name)] = version
+        unvouched: list[uuid.UUID] = []
         for u in self.units:
             for a in u:
                 if a.stream_id not in heads:
                     if a.expected_version != NO_STREAM:
                         return None
                     heads[a.stream_id] = 0
+                    unvouched += [e.event_id for e in a.events]
+                elif a.expected_version is None:
+                    unvouched += [e.event_id for e in a.events]
+        self.unvouched = unvouched
         self.since = {name: self.pool_cache.since(name) for name in self.names}
         pools = self.pools = {name: self.pool_cache.take(name) for name in self.names}
         self.loaded_specs = {name: pool.spec for name, pool in pools.items()}
@@ -984,6 +999,8 @@ class _Batch:
     def remember(self) -> None:
         """After the commit: keep the pools and claims as this transaction left them."""
         for name, pool in self.pools.items():
+            if pool.spec is not None and pool.spec is not self.loaded_specs.get(name):
+                pool.spec = self.specs.parse(orjson.dumps(pool.spec).decode())  # the event's own dict is its caller's
             self.pool_cache.put(name, pool, self.since[name])
         for name, state in self.claims.items():
             pool = self.pools.get(state.nodepool)
@@ -1045,9 +1062,16 @@ class _Batch:
             evolve(pool, claims, event.type, data, 0)
         return _Row(event, version, data, name)
 
-    async def _write(self, written: list[tuple[int, list[_Row]]], pools: dict[str, PoolCounters]) -> bool:
+    async def _write(
+        self,
+        written: list[tuple[int, list[_Row]]],
+        pools: dict[str, PoolCounters],
+        *,
+        unvouched: Sequence[uuid.UUID] = (),
+    ) -> bool:
         """Insert the events and write the counters; False (nothing written) when a pool they count
-        in is no longer at the version the checks read."""
+        in is no longer at the version the checks read, or, for a batch whose event ids were not
+        read, when one of the `unvouched` is stored already."""
         rows_out = [r for _, rs in written for r in rs]
         if not rows_out:  # units of streams with no events (a version check): nothing to write
             for i, _ in written:
@@ -1094,6 +1118,7 @@ class _Batch:
             dumps(counters).decode(),
             names,
             [self.loaded_versions[n] for n in names],
+            list(unvouched),
         )
         if not rows:
             return False

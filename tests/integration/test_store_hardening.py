@@ -144,9 +144,9 @@ async def test_an_append_that_fails_before_it_commits_leaves_no_trace_in_what_th
     if locked:
         monkeypatch.setattr(eventstore, "_OPTIMISTIC_ATTEMPTS", 0)
 
-    async def write_then_fail(self, *args):
+    async def write_then_fail(self, *args, **kwargs):
         if locked:
-            await write(self, *args)
+            await write(self, *args, **kwargs)
         raise RuntimeError("connection lost before commit")
 
     monkeypatch.setattr(eventstore._Batch, "_write", write_then_fail)
@@ -174,8 +174,8 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
     gate = asyncio.Event()
     write = eventstore._Batch._write
 
-    async def write_and_hold(self, written, pools):
-        done = await write(self, written, pools)
+    async def write_and_hold(self, written, pools, **kwargs):
+        done = await write(self, written, pools, **kwargs)
         if any(r.event.type == "NodeClaimLaunched" for _, rows in written for r in rows):
             await gate.wait()  # commit only when the other append is queued on the pool's row
         return done
@@ -221,12 +221,12 @@ async def test_an_optimistic_append_whose_pool_moved_before_its_write_writes_not
     mine = created("c-mine", "p")
     writes: list[bool] = []
 
-    async def someone_else_first(self, written, pools):
+    async def someone_else_first(self, written, pools, **kwargs):
         ours = written[0][1][0].event.stream_id == mine.stream_id
         if ours and not writes:
             other = created("c-other", "p")
             await elsewhere.append(other.stream_id, NO_STREAM, [new(other)])
-        done = await write(self, written, pools)
+        done = await write(self, written, pools, **kwargs)
         if ours:
             writes.append(done)
         return done
@@ -269,13 +269,13 @@ async def test_an_optimistic_write_that_waits_on_a_pool_lock_checks_the_version_
             await asyncio.sleep(0.01)
         await (transaction.commit() if holder_commits else transaction.rollback())
 
-    async def write_behind_holder(self, written, pools):
+    async def write_behind_holder(self, written, pools, **kwargs):
         if not finishing:
             transaction = holder.transaction()
             await transaction.start()
             await holder.execute("UPDATE nodepool_counters SET version = version + 1 WHERE nodepool = 'p'")
             finishing.append(asyncio.create_task(finish(transaction)))
-        writes.append(await write(self, written, pools))
+        writes.append(await write(self, written, pools, **kwargs))
         return writes[-1]
 
     monkeypatch.setattr(eventstore._Batch, "_write", write_behind_holder)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from shared.events import contracts as c
+from shared.events.envelope import Metadata, NewEvent
 from shared.policy.audit import Replay
 from shared.policy.counters import InvalidTransition, LimitExceeded, ReservationError, check
 from shared.store.eventstore import NO_STREAM, EventStore
@@ -98,6 +99,41 @@ async def test_a_redelivery_after_a_recalled_append_returns_the_first_positions(
     first = await store.append(event.stream_id, NO_STREAM, [event])
     assert await store.append(event.stream_id, NO_STREAM, [event]) == first
     assert (await store.counters("p"))["p"].nodes == 1
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["alone", "in-a-batch"])
+async def test_a_redelivery_checked_from_memory_costs_no_position(store: EventStore, batched: bool):
+    """Memory cannot know that an event id is stored (a fact re-sent with any version passes its
+    check): the write finds it and writes nothing, before it draws a position, and the read
+    answers. A gap would make the relay wait on it."""
+    from shared.store.eventstore import unit
+
+    await append(store, applied("p", {"nodes": "10"}))
+    await append(store, created("c1", "p"), NO_STREAM)
+    fact = new(c.NodeClaimRegistered(nodeclaim="c1", nodepool="p", node="c1"))
+    (first,) = await store.append(fact.stream_id, None, [fact])
+    others = [new(created(f"c{i}", "p")) for i in range(2, 5)] if batched else []
+    results = await store.append_units(
+        [unit(e.stream_id, NO_STREAM, [e]) for e in others] + [unit(fact.stream_id, None, [fact])]
+    )
+    assert results[-1] == [first]
+    assert store.paths.recalled == 2
+    await append(store, initialized("c1", "p"))
+    positions = [e[0] async for page in store.log_entries() for e in page]
+    assert positions == list(range(1, len(positions) + 1))
+
+
+async def test_a_pool_remembered_from_an_applied_spec_does_not_follow_changes_to_the_callers_dict(
+    store: EventStore,
+):
+    """The remembered pool keeps its own copy of the spec an event applied: a caller that reuses
+    its payload after the append cannot loosen the limits the next appends are checked against."""
+    payload = applied("p", {"nodes": "1"}).payload()
+    await store.append("nodepool-p", NO_STREAM, [NewEvent("nodepool-p", "NodePoolApplied", payload, T0, Metadata("t"))])
+    payload["nodepool_object"]["spec"]["limits"]["nodes"] = "5"
+    await append(store, created("c1", "p"), NO_STREAM)
+    with pytest.raises(LimitExceeded):
+        await append(store, created("c2", "p"), NO_STREAM)
 
 
 def _operation(rng: random.Random, claims: dict[str, str], decisions: int) -> c.Event:
