@@ -11,6 +11,9 @@ still at the version the batch was checked against (`eventstore._WRITE`).
 A pool is remembered with its `since` (that s): the version a read found it at, kept for as long
 as this process's own appends follow each other. A claim is remembered with `at`: the version its
 pool had when this process last saw it.
+
+All of this rests on versions never repeating: restore a database from a backup only with every
+writer stopped (a process would otherwise trust what it remembers of versions the restore undid).
 """
 
 from __future__ import annotations
