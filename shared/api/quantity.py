@@ -62,6 +62,11 @@ def format_quantity(value: Decimal | int, *, binary: bool = False) -> str:
     return format(value.normalize(), "f")
 
 
+_KNOWN: dict[str, Quantity] = {}
+"""Validated quantities by their text: payloads repeat the same few capacities, and a Quantity
+is never changed once made, so one object serves every payload that spells it alike."""
+
+
 class Quantity(str):
     """A quantity that keeps the user's text (for round-trips) and exposes its exact `value`."""
 
@@ -78,6 +83,9 @@ class Quantity(str):
         def validate(raw: Any) -> Quantity:
             if isinstance(raw, Quantity):
                 return raw
+            known = _KNOWN.get(raw) if type(raw) is str else None
+            if known is not None:
+                return known
             if isinstance(raw, bool) or not isinstance(raw, int | str):
                 raise PydanticCustomError(
                     "quantity_type",
@@ -85,11 +93,16 @@ class Quantity(str):
                     {"input": repr(raw)},
                 )
             try:
-                return cls(raw)
+                quantity = cls(raw)
             except ValueError as exc:
                 raise PydanticCustomError(
                     "quantity", 'Invalid value: "{input}": {reason}', {"input": raw, "reason": str(exc)}
                 ) from None
+            if type(raw) is str and cls is Quantity:
+                if len(_KNOWN) >= 8192:
+                    _KNOWN.clear()
+                _KNOWN[raw] = quantity
+            return quantity
 
         return core_schema.no_info_plain_validator_function(
             validate, serialization=core_schema.plain_serializer_function_ser_schema(str)

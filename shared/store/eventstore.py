@@ -875,6 +875,11 @@ class _Batch:
 
     def _drop_redelivered(self, found: dict[uuid.UUID, int]) -> list[int]:
         """The units to apply: those none of whose ids is stored or repeated in this batch."""
+        units = self.units
+        if not found and all(len(u) == 1 and len(u[0].events) == 1 for u in units):
+            ids = {u[0].events[0].event_id for u in units}  # the usual batch: one event per unit
+            if len(ids) == len(units):
+                return list(range(len(units)))
         pending = []
         first_with: dict[uuid.UUID, int] = {}
         for i, u in enumerate(self.units):

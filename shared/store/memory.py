@@ -28,8 +28,9 @@ from shared.policy.counters import ClaimState, PoolCounters
 class ClaimCache:
     """Claim states as of a stream version, and the pool version they were seen at. A stream
     never changes below its head, so a read fetches only the events after the version known
-    here (usually none: this process wrote them). Entries are copies both ways, because a
-    batch evolves its claims in place; a batch that does not commit leaves the cache as it was."""
+    here (usually none: this process wrote them). `get` hands out a copy, because a batch
+    evolves its claims in place: a batch that does not commit leaves the cache as it was. `put`
+    takes the state over: its batch has committed and is done with it."""
 
     def __init__(self, size: int = 200_000) -> None:
         self.size = size
@@ -43,7 +44,7 @@ class ClaimCache:
     def put(self, name: str, version: int, state: ClaimState, at: int) -> None:
         if len(self._states) >= self.size and name not in self._states:
             self._states.clear()  # simple and bounded: the next transactions read the streams whole
-        self._states[name] = (version, state.copy(), at)
+        self._states[name] = (version, state, at)
 
 
 class PoolCache:

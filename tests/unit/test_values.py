@@ -150,3 +150,17 @@ def test_single_value_range_is_that_value():
     """Upstream (robfig) reads `0-0` as Sunday only; croniter 7 would read it as every day."""
     assert parse_cron("* * * * 0-0").days_of_week == {0}
     assert not parse_cron("* * * * 0-0").dow_star
+
+
+def test_a_quantity_text_validates_to_one_shared_object_and_a_bad_one_fails_every_time():
+    """Payloads repeat the same capacities: validation hands out one object per text, and never
+    remembers a refusal as a value."""
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter = TypeAdapter(dict[str, Quantity])
+    first, second = adapter.validate_python({"cpu": "4"}), adapter.validate_python({"cpu": "4"})
+    assert first["cpu"] is second["cpu"] and first["cpu"].value == Decimal(4)
+    assert adapter.validate_python({"memory": 4})["memory"] == "4"
+    for _ in range(2):
+        with pytest.raises(ValidationError, match="must match the regular expression"):
+            adapter.validate_python({"cpu": "4x"})
