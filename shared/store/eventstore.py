@@ -172,10 +172,9 @@ _EVENT_COLUMNS = (
 # transaction id, insert the events and write the counters. When a pool moved, it writes nothing
 # and returns no row, as it does when one of the event ids `$5` is stored already (a batch checked
 # from memory has not looked: a redelivery then costs no position; one index probe per id, as in
-# `_READ`, whatever the generic plan believes). Run alone (autocommit) it is
-# the whole transaction: an optimistic append
-# then takes two round trips (one when checked from memory), and holds its pool locks only while
-# PostgreSQL runs it.
+# `_READ`, whatever the generic plan believes). Run alone (autocommit) it is the whole
+# transaction: an optimistic append then takes two round trips (one when checked from memory),
+# and holds its pool locks only while PostgreSQL runs it.
 _WRITE = """
 WITH locked AS MATERIALIZED (
     SELECT nodepool, version FROM nodepool_counters WHERE nodepool = ANY($3::text[]) ORDER BY nodepool FOR UPDATE
@@ -816,7 +815,7 @@ class _Batch:
         try:
             if not await self._write(written, pools, unvouched=self.unvouched):
                 return None
-        except asyncpg.UniqueViolationError:  # a stream head that moved without its pool
+        except asyncpg.UniqueViolationError:  # a stream head that moved without its pool, or an id stored meanwhile
             return None
         for i, twin in self.twins.items():
             self.results[i] = self.results[twin]
