@@ -47,7 +47,7 @@ import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from copy import copy
 from dataclasses import dataclass
 from datetime import datetime
@@ -402,7 +402,7 @@ class EventStore:
         self, units: Sequence[Unit], fence: Fence | None = None
     ) -> list[list[int] | StoreError | ReservationError]:
         names = sorted({name for u in units for a in u for e in a.events if (name := counted_pool(e.type, e.data))})
-        async with self._turns.take(names), self.driver_connection() as raw:
+        async with self._turns.take(names), (self._pool or await self._open_pool()).acquire() as raw:
             attempts = _OPTIMISTIC_ATTEMPTS if fence is None else 0
             if attempts:
                 batch = _Batch(raw, units, names, self._claims, self._pools, self._specs)
@@ -1140,11 +1140,21 @@ class _Turns:
     def __init__(self) -> None:
         self._locks: dict[str, asyncio.Lock] = {}
 
+    def take(self, names: Sequence[str]) -> AbstractAsyncContextManager[Any]:
+        """The turns of `names` (sorted), held while the block runs. One pool, the usual case, is
+        its lock itself: no stack to build for every append."""
+        if len(names) == 1:
+            return self._lock(names[0])
+        return self._take_all(names)
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.get(name) or self._locks.setdefault(name, asyncio.Lock())
+
     @asynccontextmanager
-    async def take(self, names: Sequence[str]) -> AsyncIterator[None]:
+    async def _take_all(self, names: Sequence[str]) -> AsyncIterator[None]:
         async with AsyncExitStack() as taken:
             for name in names:
-                await taken.enter_async_context(self._locks.get(name) or self._locks.setdefault(name, asyncio.Lock()))
+                await taken.enter_async_context(self._lock(name))
             yield
 
 
