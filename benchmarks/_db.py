@@ -26,19 +26,6 @@ async def _admin(url: str, statement: str) -> None:
     await engine.dispose()
 
 
-def asyncpg_params(url: str) -> dict[str, object]:
-    """Keyword arguments for asyncpg.connect/create_pool from an SQLAlchemy URL (for baselines that
-    talk to PostgreSQL with no store in between)."""
-    u = make_url(url)
-    port = u.port or u.query.get("port")
-    return {
-        "user": u.username,
-        "host": u.query.get("host") or u.host,
-        "port": int(port) if port else None,
-        "database": u.database,
-    }
-
-
 @contextmanager
 def bench_database() -> Iterator[str]:
     with tempfile.TemporaryDirectory() as tmp:

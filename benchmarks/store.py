@@ -31,15 +31,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from benchmarks._cpu import measured
-from benchmarks._db import asyncpg_params, bench_database
+from benchmarks._db import bench_database
 from services.cli.eventlog import AuditResult, audit_database
 from services.cli.folding import available_cores
+from shared.config import driver_params
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, NewEvent
 from shared.policy.audit import LogEntry, Replay
 from shared.runtime import loop
 from shared.store.batching import AppendBatcher
-from shared.store.eventstore import _WRITE, AppendPaths, EventStore
+from shared.store.eventstore import EVENT_ROWS_INSERT, AppendPaths, EventStore
 
 POOLS = [f"pool-{i}" for i in range(10)]
 WRITERS = 128  # concurrent appenders in the micro-batched run (Little's law: 20,000/s at 6.4 ms mean)
@@ -119,7 +120,7 @@ async def baseline(url: str, total_events: int, writers: int) -> float:
     import asyncpg
 
     pool = await asyncpg.create_pool(
-        **asyncpg_params(url),
+        **driver_params(url),
         min_size=writers,
         max_size=writers,
     )
@@ -173,8 +174,8 @@ async def batched_floor(url: str, total_events: int, batch: int, connections: in
                 }
             )
     pages = iter([orjson.dumps(rows[i : i + batch]).decode() for i in range(0, len(rows), batch)])
-    insert = _WRITE[_WRITE.index("INSERT INTO events") : _WRITE.index("RETURNING")].replace("CROSS JOIN xact", "")
-    conns = [await asyncpg.connect(**asyncpg_params(url)) for _ in range(connections)]
+    insert = f"{EVENT_ROWS_INSERT} ORDER BY j.ord"
+    conns = [await asyncpg.connect(**driver_params(url)) for _ in range(connections)]
 
     async def writer(conn: asyncpg.Connection) -> None:
         for page in pages:
@@ -257,7 +258,7 @@ async def load_log(url: str, entries: list[LogEntry], folded: Replay) -> None:
     times the replay, not this)."""
     import asyncpg
 
-    conn = await asyncpg.connect(**asyncpg_params(url))
+    conn = await asyncpg.connect(**driver_params(url))
     versions: dict[str, int] = {}
     rows = []
     for e in entries:

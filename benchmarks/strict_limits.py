@@ -21,8 +21,9 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from benchmarks._db import asyncpg_params, bench_database
+from benchmarks._db import bench_database
 from benchmarks.store import pool_object
+from shared.config import driver_params
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.audit import Replay
@@ -99,7 +100,7 @@ async def naive(url: str, limits: dict[str, dict[str, int]], attempts: int, seed
     import asyncpg
 
     db = await asyncpg.create_pool(
-        **asyncpg_params(url),
+        **driver_params(url),
         min_size=workers,
         max_size=workers,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,6 +42,18 @@ def async_database_url(url: str) -> str:
     sslmode = query.pop("sslmode")
     query.setdefault("ssl", sslmode)
     return make_url(url).set(query=query).render_as_string(hide_password=False)
+
+
+_SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
+
+
+def driver_params(url: str) -> dict[str, Any]:
+    """asyncpg's connect arguments for a database URL, read as SQLAlchemy's asyncpg dialect reads
+    it (an embedded server's socket directory and port sit in the query), for connections that
+    skip SQLAlchemy."""
+    parsed = make_url(async_database_url(url))
+    _, params = parsed.get_dialect()().create_connect_args(parsed)
+    return {name: value for name, value in params.items() if name not in _SQLALCHEMY_ONLY}
 
 
 class Settings(BaseSettings):

@@ -30,7 +30,7 @@ class AppendBatcher:
         ]
         self._tasks = [asyncio.create_task(self._flush_forever(q)) for q in self._queues]
         self.transactions = 0
-        self._owners: dict[str, int] = {}
+        self._owners: dict[str, int] = {}  # pool -> its flusher
 
     async def append(self, stream_id: str, expected_version: int | None, events: Sequence[NewEvent]) -> list[int]:
         return await self.append_unit(unit(stream_id, expected_version, events))
@@ -42,12 +42,12 @@ class AppendBatcher:
 
     def _owner(self, appends: Sequence[Append]) -> int:
         pools = [p for a in appends for e in a.events if (p := counted_pool(e.type, e.data))]
-        key = min(pools) if pools else appends[0].stream_id
+        if not pools:
+            return zlib.crc32(appends[0].stream_id.encode()) % len(self._queues)
+        key = min(pools)
         owner = self._owners.get(key)
         if owner is None:
-            owner = zlib.crc32(key.encode()) % len(self._queues)
-            if len(self._owners) < 4096:  # pools, mostly; streams of uncounted appends are not kept
-                self._owners[key] = owner
+            owner = self._owners[key] = zlib.crc32(key.encode()) % len(self._queues)
         return owner
 
     async def _flush_forever(self, queue: asyncio.Queue[tuple[Unit, asyncio.Future[list[int]]]]) -> None:

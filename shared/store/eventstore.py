@@ -58,7 +58,7 @@ import orjson
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from shared.config import async_database_url
+from shared.config import async_database_url, driver_params
 from shared.events.contracts import DisruptionDecided, NodeClaimCreated
 from shared.events.envelope import Metadata, NewEvent, RecordedEvent, first_event_id
 from shared.events.registry import REGISTRY, UnknownEventType
@@ -167,6 +167,15 @@ _EVENT_COLUMNS = (
     "position, event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, recorded_at"
 )
 
+EVENT_ROWS_INSERT = """
+INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at)
+    SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
+    CROSS JOIN LATERAL jsonb_to_record(j.event)
+         AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
+              metadata jsonb, occurred_at timestamptz)"""
+"""The events of a batch, sent as one JSON array (`$1`), inserted in its order (`ORDER BY j.ord`)."""
+
 # The write, one statement: lock the counter rows of the pools it writes to (in name order) and
 # check that each is still at the version the batch was checked against; only then take the
 # transaction id, insert the events and write the counters. When a pool moved, it writes nothing
@@ -175,7 +184,7 @@ _EVENT_COLUMNS = (
 # `_READ`, whatever the generic plan believes). Run alone (autocommit) it is the whole
 # transaction: an optimistic append then takes two round trips (one when checked from memory),
 # and holds its pool locks only while PostgreSQL runs it.
-_WRITE = """
+_WRITE = f"""
 WITH locked AS MATERIALIZED (
     SELECT nodepool, version FROM nodepool_counters WHERE nodepool = ANY($3::text[]) ORDER BY nodepool FOR UPDATE
 ),
@@ -188,12 +197,7 @@ unchanged AS MATERIALIZED (
 ),
 xact AS MATERIALIZED (SELECT pg_current_xact_id() FROM unchanged WHERE ok),
 ins AS (
-    INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at)
-    SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at
-    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
-    CROSS JOIN LATERAL jsonb_to_record(j.event)
-         AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
-              metadata jsonb, occurred_at timestamptz)
+    {EVENT_ROWS_INSERT}
     CROSS JOIN xact
     ORDER BY j.ord
     RETURNING position, event_id
@@ -314,12 +318,17 @@ class EventStore:
             await self._pool.close()
         await self.engine.dispose()
 
-    @asynccontextmanager
-    async def driver_connection(self) -> AsyncIterator[asyncpg.Connection]:
+    def driver_connection(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
         """A connection of asyncpg's own pool, beside the engine's: the hot statements skip
-        SQLAlchemy's pool and its greenlet hop (a third of a one-event append's client time)."""
-        pool = self._pool or await self._open_pool()
-        async with pool.acquire() as raw:
+        SQLAlchemy's pool and its greenlet hop (a third of a one-event append's client time).
+        Once the pool is open, its own acquire context: nothing is wrapped around it per append."""
+        if self._pool is not None:
+            return self._pool.acquire()
+        return self._first_connection()
+
+    @asynccontextmanager
+    async def _first_connection(self) -> AsyncIterator[asyncpg.Connection]:
+        async with (await self._open_pool()).acquire() as raw:
             yield raw
 
     async def session_connection(self) -> asyncpg.Connection:
@@ -328,10 +337,7 @@ class EventStore:
         return await asyncpg.connect(**self._connect_params())
 
     def _connect_params(self) -> dict[str, Any]:
-        _, params = self.engine.dialect.create_connect_args(self.engine.url)
-        for option in _SQLALCHEMY_ONLY:
-            params.pop(option, None)
-        return dict(params)
+        return driver_params(self.engine.url.render_as_string(hide_password=False))
 
     async def _open_pool(self) -> asyncpg.Pool:
         async with self._pool_opened:
@@ -402,7 +408,7 @@ class EventStore:
         self, units: Sequence[Unit], fence: Fence | None = None
     ) -> list[list[int] | StoreError | ReservationError]:
         names = sorted({name for u in units for a in u for e in a.events if (name := counted_pool(e.type, e.data))})
-        async with self._turns.take(names), (self._pool or await self._open_pool()).acquire() as raw:
+        async with self._turns.take(names), self.driver_connection() as raw:
             attempts = _OPTIMISTIC_ATTEMPTS if fence is None else 0
             if attempts:
                 batch = _Batch(raw, units, names, self._claims, self._pools, self._specs)
@@ -634,7 +640,6 @@ _OPTIMISTIC_ATTEMPTS = 3
 retry costs two round trips, while a locked run makes writers of the same pool queue behind
 its round trips. With none, nothing is optimistic: not even an append from memory."""
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
-_SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
 
 
 async def _end_transaction(raw: asyncpg.Connection) -> None:
@@ -762,29 +767,14 @@ class _Batch:
             await self._check_fence(self.fence)
         names = self.names
         if optimistic:
-            read = await self._peek_and_read(names)
-            if read is None:
+            found = await self._peek_and_read(names)
+            if found is None:
                 return None
-            pools, found, heads, claims = read
         else:
             # Lock first, then look for stored ids: a redelivery that waited on the lock for its
             # first copy's commit must find that copy, not a stream that moved.
-            pools, found, heads, claims = await self._lock_and_read(names)
-        self.pools, self.since = pools, dict(self.loaded_versions)
-        pending = self._drop_redelivered(found)
-        written: list[tuple[int, list[_Row]]] = []
-        for i in pending:
-            outcome = self._apply(self.units[i], pools, claims, heads)
-            if isinstance(outcome, list):
-                written.append((i, outcome))
-            else:
-                self.results[i] = outcome
-        if written and not await self._write(written, pools):
-            self.raced = True
-            return None
-        for i, twin in self.twins.items():
-            self.results[i] = self.results[twin]
-        return self.results  # type: ignore[return-value]
+            found = await self._lock_and_read(names)
+        return await self._check_and_write(found)
 
     async def run_recalled(self) -> list[list[int] | StoreError | ReservationError] | None:
         """The batch's results in one round trip: checked against what this process remembers
@@ -799,39 +789,49 @@ class _Batch:
         first looks their ids up, so that a redelivery writes nothing and costs no position. A
         refusal or a conflict is never answered from memory, since only a write would have
         proved it: such a batch is read."""
-        recalled = self._recall()
-        if recalled is None:
+        if not self._recall():
             return None
-        pools, claims, heads = recalled
-        pending = self._drop_redelivered({})
-        if len(pending) + len(self.twins) < len(self.units):
+        try:
+            return await self._check_and_write({}, recalled=True)
+        except asyncpg.UniqueViolationError:  # a stream head that moved without its pool, or an id stored meanwhile
+            return None
+
+    async def _check_and_write(
+        self, found: dict[uuid.UUID, int], *, recalled: bool = False
+    ) -> list[list[int] | StoreError | ReservationError] | None:
+        """Check and evolve the units not stored yet against `self.pools`, `self.claims` and
+        `self.heads`, and write those that pass; None (nothing written) when a pool moved, and,
+        `recalled`, as soon as a unit is refused or stored already: memory cannot vouch for that."""
+        pending = self._drop_redelivered(found)
+        if recalled and len(pending) + len(self.twins) < len(self.units):
             return None
         written: list[tuple[int, list[_Row]]] = []
         for i in pending:
-            outcome = self._apply(self.units[i], pools, claims, heads)
-            if not isinstance(outcome, list):
+            outcome = self._apply(self.units[i], self.pools, self.claims, self.heads)
+            if isinstance(outcome, list):
+                written.append((i, outcome))
+            elif recalled:
                 return None
-            written.append((i, outcome))
-        try:
-            if not await self._write(written, pools, unvouched=self.unvouched):
-                return None
-        except asyncpg.UniqueViolationError:  # a stream head that moved without its pool, or an id stored meanwhile
+            else:
+                self.results[i] = outcome
+        if written and not await self._write(written, self.pools, unvouched=self.unvouched):
+            self.raced = True
             return None
         for i, twin in self.twins.items():
             self.results[i] = self.results[twin]
         return self.results  # type: ignore[return-value]
 
-    def _recall(self) -> tuple[dict[str, PoolCounters], dict[str, ClaimState], dict[str, int]] | None:
-        """The pools, claims and stream heads the batch needs, from memory; None when some are not
-        remembered well enough (or the batch needs what only a read gives: a fence, replacements,
-        an append of no events, a stream of unknown head without `NO_STREAM`)."""
+    def _recall(self) -> bool:
+        """Take the pools, claims and stream heads the batch needs from memory; False when some are
+        not remembered well enough (or the batch needs what only a read gives: a fence,
+        replacements, an append of no events, a stream of unknown head without `NO_STREAM`)."""
         if self.fence is not None or self.replacing or not all(self.pool_cache.has(n) for n in self.names):
-            return None
+            return False
         referenced: set[str] = set()
         for u in self.units:
             for a in u:
                 if not a.events:
-                    return None
+                    return False
                 for e in a.events:
                     if counted_pool(e.type, e.data) is not None:
                         if "nodeclaim" in e.data:
@@ -844,7 +844,7 @@ class _Batch:
             if state is None:
                 continue  # not known here: fine only for a claim this batch creates (its stream starts at 0)
             if state.nodepool not in self.names or at < self.pool_cache.since(state.nodepool):
-                return None
+                return False
             claims[name] = state
             heads[_claim_stream(name)] = version
         unvouched: list[uuid.UUID] = []
@@ -852,18 +852,16 @@ class _Batch:
             for a in u:
                 if a.stream_id not in heads:
                     if a.expected_version != NO_STREAM:
-                        return None
+                        return False
                     heads[a.stream_id] = 0
                     unvouched += [e.event_id for e in a.events]
                 elif a.expected_version is None:
                     unvouched += [e.event_id for e in a.events]
         self.unvouched = unvouched
-        self.since = {name: self.pool_cache.since(name) for name in self.names}
-        pools = self.pools = {name: self.pool_cache.take(name) for name in self.names}
-        self.loaded_specs = {name: pool.spec for name, pool in pools.items()}
-        self.loaded_versions = {name: pool.version for name, pool in pools.items()}
+        since = {name: self.pool_cache.since(name) for name in self.names}
+        self._use({name: self.pool_cache.take(name) for name in self.names}, since)
         self.claims, self.heads = claims, heads
-        return pools, claims, heads
+        return True
 
     async def _check_fence(self, fence: Fence) -> None:
         """Before anything else: a refused fence then costs no pool lock, and a redelivery from a
@@ -902,12 +900,10 @@ class _Batch:
                 )
         return pending
 
-    async def _lock_and_read(
-        self, names: list[str]
-    ) -> tuple[dict[str, PoolCounters], dict[uuid.UUID, int], dict[str, int], dict[str, ClaimState]]:
-        """Lock the counter rows of every pool the batch counts in, then read what the checks need:
-        which event ids are stored already (and where), each stream's head, and the state of
-        every claim the events touch.
+    async def _lock_and_read(self, names: list[str]) -> dict[uuid.UUID, int]:
+        """Lock the counter rows of every pool the batch counts in, then read what the checks need
+        (`self.pools`, `self.heads`, `self.claims`): each stream's head, the state of every claim
+        the events touch, and which event ids are stored already (returned, with their positions).
 
         Usually one round trip: the read rides on the locking statement. That statement's
         snapshot predates any wait for the lock, so it also reports each pool's version as the
@@ -916,14 +912,14 @@ class _Batch:
         (they name the candidates), and a pool's first event creates its row: both take two
         round trips."""
         if not names:
-            return ({}, *self._parse(await self.raw.fetch(_READ, *self._read_arguments({}))))
+            return self._parse(await self.raw.fetch(_READ, *self._read_arguments({})))
         rows: list[Any] = []
         if not self.replacing:
             rows = await self.raw.fetch(_LOCK_AND_READ, *self._read_arguments({}), names)
         locked = {r[0]: r[3] for r in rows if r[2] == _POOL}
         if len(locked) == len(names) and all(row["version"] == row["seen"] for row in locked.values()):
-            pools = self._pools(locked.values())
-            return (pools, *self._parse([r for r in rows if r[2] != _POOL]))
+            self._pools(locked.values())
+            return self._parse([r for r in rows if r[2] != _POOL])
         locked_rows = await self.raw.fetch(_LOCK_POOLS, names)
         if len(locked_rows) < len(names):
             await self.raw.execute(
@@ -931,11 +927,9 @@ class _Batch:
             )
             locked_rows = await self.raw.fetch(_LOCK_POOLS, names)
         pools = self._pools(locked_rows)
-        return (pools, *self._parse(await self.raw.fetch(_READ, *self._read_arguments(pools))))
+        return self._parse(await self.raw.fetch(_READ, *self._read_arguments(pools)))
 
-    async def _peek_and_read(
-        self, names: list[str]
-    ) -> tuple[dict[str, PoolCounters], dict[uuid.UUID, int], dict[str, int], dict[str, ClaimState]] | None:
+    async def _peek_and_read(self, names: list[str]) -> dict[uuid.UUID, int] | None:
         """What `_lock_and_read` reads, in one snapshot and without locks; None when only the
         locked read will do: a pool without its counter row yet, or replacements (the pool names
         their candidates, so it must be read first)."""
@@ -945,13 +939,22 @@ class _Batch:
         counters = [r[3] for r in rows if r[2] == _POOL]
         if len(counters) < len(names):
             return None
-        return (self._pools(counters), *self._parse([r for r in rows if r[2] != _POOL]))
+        self._pools(counters)
+        return self._parse([r for r in rows if r[2] != _POOL])
 
     def _pools(self, rows: Iterable[Any]) -> dict[str, PoolCounters]:
+        """The counter rows read, as `self.pools`; every change to a pool after the version read
+        is this batch's own (`since`, for what the process remembers)."""
         pools = {r["nodepool"]: _pool_from_row(r, self.specs.parse(r["spec"])) for r in rows}
+        self._use(pools)
+        return pools
+
+    def _use(self, pools: dict[str, PoolCounters], since: dict[str, int] | None = None) -> None:
+        """Check the batch against `pools`, as they stand at the versions `_WRITE` will expect."""
+        self.pools = pools
         self.loaded_specs = {name: pool.spec for name, pool in pools.items()}
         self.loaded_versions = {name: pool.version for name, pool in pools.items()}
-        return pools
+        self.since = dict(self.loaded_versions) if since is None else since
 
     def _read_arguments(self, pools: dict[str, PoolCounters]) -> list[Any]:
         """`_READ`'s arguments: the batch's event ids, the claims to fold (from the version this
@@ -979,7 +982,9 @@ class _Batch:
             sorted(streams - self.folded.keys()),
         ]
 
-    def _parse(self, rows: Iterable[Any]) -> tuple[dict[uuid.UUID, int], dict[str, int], dict[str, ClaimState]]:
+    def _parse(self, rows: Iterable[Any]) -> dict[uuid.UUID, int]:
+        """Stream heads and claims (`self.heads`, `self.claims`) from `_READ`'s rows; the stored
+        event ids, with their positions."""
         found: dict[uuid.UUID, int] = {}
         heads: dict[str, int] = {stream: after for stream, after in self.folded.items() if after}
         by_stream: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -998,7 +1003,7 @@ class _Batch:
             if state is not None:
                 claims[name] = state
         self.heads, self.claims = heads, claims
-        return found, heads, claims
+        return found
 
     def remember(self) -> None:
         """After the commit: keep the pools and claims as this transaction left them."""

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import nats
 import pytest
-from sqlalchemy.engine import make_url
 
 from shared.bus.streams import STREAM
+from shared.config import driver_params
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(180)
@@ -56,11 +56,7 @@ def gone(pid: int) -> bool:
 async def log_facts(database_url: str) -> dict[str, int]:
     import asyncpg
 
-    u = make_url(database_url)
-    port = u.port or u.query.get("port")  # an embedded server's socket names its port in the query
-    conn = await asyncpg.connect(
-        user=u.username, host=u.query.get("host") or u.host, port=int(port) if port else None, database=u.database
-    )
+    conn = await asyncpg.connect(**driver_params(database_url))
     try:
         rows = await conn.fetch("SELECT type, count(*) FROM events GROUP BY type")
     finally:
