@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     """SQLAlchemy async URL (postgresql+asyncpg://...); None starts an embedded PostgreSQL."""
     nats_url: str | None = None
     """nats://host:port of a JetStream-enabled server; None starts an embedded nats-server."""
+    deployment: str = "default"
+    """Prefixes the bus stream, every subject and every message id (`shared.bus.names`)."""
+    nats_user: str | None = None
+    nats_password: SecretStr | None = None
+    """Never printed: a SecretStr shows as '**********'."""
+    nats_credentials: Path | None = None
+    """A NATS `.creds` file, instead of a user and password."""
     data_dir: Path = Path(".nodewright")
     """Where embedded servers keep their data between runs."""
     log_level: str = "INFO"
@@ -86,6 +93,13 @@ class Settings(BaseSettings):
         if value is None or not value.strip():
             return None
         return async_database_url(value.strip())
+
+    @field_validator("deployment")
+    @classmethod
+    def _deployment_name(cls, value: str) -> str:
+        from shared.bus.names import check_deployment
+
+        return check_deployment(value.strip())
 
     @field_validator("nats_url")
     @classmethod

@@ -1,4 +1,5 @@
-"""`nodewright migrate`, `audit`, `replay --at`, `events export` and `relay`: the log, read back.
+"""`nodewright migrate`, `audit`, `replay --at`, `events export|dead` and `relay --once`: the log,
+read back, and the bus.
 
 Audit and replay fold the log with the same pure code the store runs when it appends
 (`shared.policy.audit`), from the database or from an exported JSONL file.
@@ -6,7 +7,6 @@ Audit and replay fold the log with the same pure code the store runs when it app
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from services.cli.folding import fold_log
+from shared.bus.connection import BusSettings
 from shared.events.envelope import RecordedEvent
 from shared.policy.audit import LogEntry, Replay
 from shared.policy.counters import PoolCounters
@@ -209,58 +210,42 @@ def _kv(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items())
 
 
-# --- relay ---------------------------------------------------------------------------------------------
+# --- the bus ------------------------------------------------------------------------------------------
 
 
-RELAY_BACKLOG = 1000
-"""The relay is ready while fewer committed events than this wait to be published."""
-
-
-async def relay(database_url: str, nats_url: str, *, once: bool, port: int | None = None) -> int:
-    """Publish the outbox: once, or until SIGTERM/SIGINT, serving health and metrics on `port`."""
-    import signal
-
-    from prometheus_client import Counter, Gauge
-
-    from shared.bus.relay import OutboxRelay, connect
-    from shared.bus.service import ServiceShell
+async def relay_once(database_url: str, bus: BusSettings) -> int:
+    """Publish what the outbox holds past the relay's checkpoint, once, as the relay."""
+    from shared.bus.relay import OutboxRelay
+    from shared.bus.streams import ensure_stream
 
     store = await open_store(database_url)
-    nc, js = await connect(nats_url)
-    shell = None
+    nc = await bus.connect("relay", persistent=False)
     try:
-        outbox = OutboxRelay(store, js)
-        if once:
-            await outbox.drain()
-            return outbox.published
-        stopping = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
-        if port is not None:
-
-            async def caught_up() -> str | None:
-                """PostgreSQL answers and the outbox is (nearly) drained."""
-                backlog = await store.head_position() - await outbox.checkpoint()
-                backlog_gauge.set(backlog)
-                return None if backlog <= RELAY_BACKLOG else f"catching up: {backlog} events not published yet"
-
-            shell = ServiceShell("relay", nats_url, port=port, subjects=None, readiness=[caught_up])
-            backlog_gauge = Gauge(
-                "nodewright_relay_backlog", "Committed events not published yet.", registry=shell.registry
-            )
-            published = Counter(
-                "nodewright_relay_published_total", "Events published to JetStream.", registry=shell.registry
-            )
-
-            async def count(batch: list[Any]) -> None:
-                published.inc(len(batch))
-
-            outbox.after_publish = count
-            await shell.start()
-        await outbox.run(stopping)
+        js = nc.jetstream()
+        await ensure_stream(js, bus.names)
+        outbox = OutboxRelay(store, js, bus.names)
+        await outbox.drain()
         return outbox.published
     finally:
-        if shell is not None:
-            await shell.stop()
         await nc.close()
         await store.close()
+
+
+async def dead_letters(bus: BusSettings, service: str | None) -> list[dict[str, Any]]:
+    from shared.bus.dead import read_dead_letters
+
+    nc = await bus.connect("cli", persistent=False)
+    try:
+        return [d.to_dict() for d in await read_dead_letters(nc.jetstream(), bus.names, service)]
+    finally:
+        await nc.close()
+
+
+def render_dead_letters(letters: list[dict[str, Any]]) -> str:
+    if not letters:
+        return "no dead letters"
+    lines = []
+    for d in letters:
+        what = f"{d['event_type']} #{d['position']}" if d["event_type"] else "not an event"
+        lines.append(f"{d['at'] or '-'}  {d['service']}  {what}  on {d['subject']}\n    {d['reason']}")
+    return "\n".join(lines)

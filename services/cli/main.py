@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import pydantic
 import typer
@@ -19,6 +20,9 @@ from services.cli import eventlog
 from services.cli import validate as validate_cmd
 from shared.api.documents import DocumentError, load_nodepools
 from shared.runtime import loop
+
+if TYPE_CHECKING:
+    from shared.runtime.bus import LocalBus
 
 T = TypeVar("T")
 
@@ -214,19 +218,56 @@ def relay(
     once: Annotated[bool, typer.Option("--once", help="publish what is there, then stop")] = False,
     port: Annotated[int | None, typer.Option("--port", help="serve /healthz, /readyz and /metrics here")] = None,
 ) -> None:
-    """Run the outbox relay: committed events onto the JetStream stream NODEWRIGHT."""
+    """Run the outbox relay: committed events onto the deployment's stream (`--once`: publish
+    what is committed now, then stop)."""
+    if not once:  # the service itself, in this process
+        os.execv(sys.executable, [sys.executable, "-m", "services.relay", *(["--port", str(port)] if port else [])])
+    count = _with_bus(lambda bus: _run_with_database(lambda url: eventlog.relay_once(url, bus.acting_as("relay"))))
+    typer.echo(f"published {count} events")
+
+
+@events_app.command("dead")
+def events_dead(
+    service: Annotated[str | None, typer.Option("--service", help="only this service's dead letters")] = None,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """The messages consumers refused, oldest first, each with its reason."""
+    letters = _with_bus(lambda bus: loop.run(eventlog.dead_letters(bus.acting_as("cli"), service)))
+    typer.echo(json.dumps(letters, indent=2) if output == Output.JSON else eventlog.render_dead_letters(letters))
+
+
+@app.command()
+def asyncapi(
+    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json")] = "yaml",
+) -> None:
+    """Print the AsyncAPI document of the bus (faststream's, from the event contracts)."""
+    from shared.bus.asyncapi import render
+    from shared.bus.names import BusNames
     from shared.config import settings
-    from shared.runtime.servers import local_nats_url
+
+    if output not in ("yaml", "json"):
+        typer.echo(f"error: --output must be yaml or json, not {output!r}", err=True)
+        raise typer.Exit(2)
+    typer.echo(render(BusNames(settings().deployment), json=output == "json"), nl=False)
+
+
+def _with_bus(work: Callable[[LocalBus], T]) -> T:
+    """Run `work` on NODEWRIGHT_NATS_URL, else on an embedded nats-server; exit 2 when the bus
+    cannot be reached or refuses this identity."""
+    import nats.errors
+
+    from shared.bus.names import BadDeployment
+    from shared.config import settings
+    from shared.runtime.bus import local_bus
 
     try:
-        with local_nats_url(settings()) as nats_url:
-            count = _run_with_database(lambda url: eventlog.relay(url, nats_url, once=once, port=port))
+        with local_bus(settings()) as bus:
+            return work(bus)
     except typer.Exit:
         raise
-    except (OSError, RuntimeError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+    except (OSError, RuntimeError, BadDeployment, nats.errors.Error, pydantic.ValidationError) as exc:
+        typer.echo(f"error: {exc or type(exc).__name__}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"published {count} events")
 
 
 @contextlib.contextmanager

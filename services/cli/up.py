@@ -1,9 +1,10 @@
 """`nodewright up`: the whole system on one machine, each service its own OS process.
 
 Servers come from `NODEWRIGHT_DATABASE_URL` / `NODEWRIGHT_NATS_URL`, else embedded ones under
-`.nodewright/` (kept between runs). The log is migrated, then the sim, the watcher and the outbox
-relay start with the same accelerated clock (the scenario's start, `--speed` times faster) and
-their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
+`.nodewright/` (kept between runs; an embedded nats-server gets a user per service, and each
+process connects as its own). The log is migrated, then the sim, the relay, the watcher and the
+scheduler start with the same accelerated clock (the scenario's start, `--speed` times faster)
+and their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
 events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
 """
 
@@ -32,7 +33,8 @@ from services.cli.eventlog import migrate
 from shared.clock import AcceleratedClock
 from shared.config import Settings
 from shared.runtime import loop
-from shared.runtime.servers import free_tcp_port, local_database_url, local_nats_url
+from shared.runtime.bus import LocalBus, local_bus
+from shared.runtime.servers import free_tcp_port, local_database_url
 from shared.store.eventstore import EventStore
 
 STOP_SECONDS = 15.0
@@ -69,16 +71,11 @@ def up(
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
     start = _scenario_start(scenario)
-    with local_database_url(config) as database_url, local_nats_url(config) as nats_url:
+    with local_database_url(config) as database_url, local_bus(config) as bus:
         console.print(loop.run(migrate(database_url)))
         clock = AcceleratedClock(start, speed)
-        env = {
-            **os.environ,
-            "NODEWRIGHT_DATABASE_URL": database_url,
-            "NODEWRIGHT_NATS_URL": nats_url,
-            **clock.environment(),
-        }
-        with _children(config.data_dir, scenario, env, base_port) as children:
+        env = {**os.environ, "NODEWRIGHT_DATABASE_URL": database_url, **clock.environment()}
+        with _children(config.data_dir, scenario, env, bus, base_port) as children:
             for child in children:
                 console.print(f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}")
             view = loop.run(_watch(database_url, children, clock, run_for, live, console))
@@ -86,15 +83,19 @@ def up(
 
 
 @contextlib.contextmanager
-def _children(data_dir: Path, scenario: Path, env: dict[str, str], base_port: int | None) -> Iterator[list[Child]]:
+def _children(
+    data_dir: Path, scenario: Path, env: dict[str, str], bus: LocalBus, base_port: int | None
+) -> Iterator[list[Child]]:
     """The services, each in its own session (a Ctrl-C at the terminal reaches only `up`, which
-    stops them in order). The sim first: the others talk to it as soon as they start."""
+    stops them in order) and as its own NATS user. The sim first: the others talk to it as soon
+    as they start; the relay next, which makes the stream the others consume."""
     commands = {
         "sim": ["-m", "services.sim", "--scenario", str(scenario)],
+        "relay": ["-m", "services.relay"],
         "watcher": ["-m", "services.watcher"],
         "scheduler": ["-m", "services.scheduler"],
-        "relay": ["-m", "services.cli.main", "relay"],
     }
+    clean = {k: v for k, v in env.items() if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT"))}
     logs = data_dir / "logs"
     logs.mkdir(exist_ok=True)
     children: list[Child] = []
@@ -105,7 +106,7 @@ def _children(data_dir: Path, scenario: Path, env: dict[str, str], base_port: in
             with log.open("ab") as out:
                 process = subprocess.Popen(
                     [sys.executable, *args, "--port", str(port)],
-                    env=env,
+                    env={**clean, **bus.acting_as(name).environment()},
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,

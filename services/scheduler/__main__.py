@@ -16,11 +16,11 @@ from shared.runtime.process import serve_connected
 def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
     serve_connected(
         "scheduler",
-        lambda store, sim, config: SchedulerService(
+        lambda store, sim, bus, config: SchedulerService(
             store,
             sim,
             config.clock(),
-            config.nats_url or "",
+            bus,
             port=port,
             idle=timedelta(seconds=config.batch_idle_duration),
             longest=timedelta(seconds=config.batch_max_duration),

@@ -50,9 +50,24 @@ class ClaimInFlight:
     requests: dict[str, str] = field(default_factory=dict)
     launched: bool = False
     registered: bool = False
+    recorded_registered: bool = False  # NodeClaimRegistered is in the log
+    recorded_initialized: bool = False
     zone: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Owed:
+    """A lifecycle step the watcher's node facts imply and the log does not hold yet: the claim's
+    NodeClaimRegistered or NodeClaimInitialized, caused by its node's fact."""
+
+    type: str
+    nodeclaim: str
+    nodepool: str
+    node: str
+    occurred_at: datetime
+    causation_id: str
 
 
 @dataclass(slots=True)
@@ -69,6 +84,7 @@ class Projection:
     claims: dict[str, ClaimInFlight] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the claim in flight for it
     orphans: set[str] = field(default_factory=set)  # claims whose node was deleted: is their instance gone too?
+    owed: dict[tuple[str, str], Owed] = field(default_factory=dict)  # (claim, step type) -> the step
     position: int = 0
     changed: bool = False  # a pod or a pool changed since the last plan
 
@@ -78,6 +94,23 @@ class Projection:
             step = _STEPS.get(event.type)
             if step is not None:
                 step(self, event.data, event.occurred_at)
+                if event.type in _OWING:
+                    self._owe(event)
+
+    def _owe(self, event: RecordedEvent) -> None:
+        """The claim step a node fact implies, for a claim this projection holds; the step's own
+        event settles it (`_claim_registered`, `_claim_initialized`), as does the claim's end."""
+        data = event.data
+        name = data.get("nodeclaim")
+        claim = self.claims.get(name or "")
+        if claim is None or name is None:
+            return
+        kind = _OWING[event.type]
+        if (kind == "NodeClaimRegistered" and claim.recorded_registered) or (
+            kind == "NodeClaimInitialized" and claim.recorded_initialized
+        ):
+            return
+        self.owed[(name, kind)] = Owed(kind, name, claim.nodepool, data["node"], event.occurred_at, str(event.event_id))
 
     # --- what a pass needs -------------------------------------------------------------------------
 
@@ -360,6 +393,8 @@ def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     """A launch that failed, or a claim that went: its pods may be planned again."""
     claim = p.claims.pop(data["nodeclaim"], None)
     p.orphans.discard(data["nodeclaim"])
+    for kind in _OWING.values():
+        p.owed.pop((data["nodeclaim"], kind), None)
     if claim is not None:
         for key in claim.pods:
             if p.nominated.get(key) == data["nodeclaim"]:
@@ -369,20 +404,26 @@ def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
 
 def _claim_registered(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     claim = p.claims.get(data["nodeclaim"])
+    p.owed.pop((data["nodeclaim"], "NodeClaimRegistered"), None)
     if claim is not None:
-        claim.registered = True
+        claim.registered = claim.recorded_registered = True
 
 
 def _claim_initialized(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     """Its node can take pods: the pods it was made for that are still waiting are planned again
     (onto it, as existing capacity, when they fit)."""
     claim = p.claims.get(data["nodeclaim"])
+    p.owed.pop((data["nodeclaim"], "NodeClaimInitialized"), None)
     if claim is not None:
+        claim.recorded_initialized = True
         for key in claim.pods:
             if p.nominated.get(key) == data["nodeclaim"]:
                 del p.nominated[key]
         p.changed = True
 
+
+_OWING = {"NodeRegistered": "NodeClaimRegistered", "NodeInitialized": "NodeClaimInitialized"}
+"""The watcher's node facts, and the claim step each implies."""
 
 _STEPS = {
     "NodePoolApplied": _pool_applied,

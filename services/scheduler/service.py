@@ -24,7 +24,6 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import asyncpg
 import nats.errors
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -33,6 +32,8 @@ from shared.api.core import Requirement
 from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodepool import NodePool
 from shared.api.quantity import format_quantity, parse
+from shared.bus.connection import BusSettings
+from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.events import contracts as c
@@ -40,12 +41,12 @@ from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import NORMAL, POD, WARNING, Cluster, KubeEvent
+from shared.runtime.outages import OUTAGES
 from shared.runtime.recorder import Recorder
 from shared.scheduling.offerings import InstanceOption, Offer, UnavailableOfferings
 from shared.scheduling.packing import PlannedClaim, claim_requirements, schedule
 from shared.scheduling.requirements import Requirements
 from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
-from shared.store.gaps import GapWatch
 from shared.store.leader import LeaderLock
 
 PRODUCER = "scheduler"
@@ -56,7 +57,31 @@ LAUNCHES_AT_ONCE = 16
 LOCK_CHECK_SECONDS = 2.0
 INSTANCE_GONE = "InstanceTerminated"
 GARBAGE_EVERY = timedelta(minutes=2)
-POLL_SECONDS = 0.05
+TICK_SECONDS = 0.05
+"""The longest the leader's loop sleeps without a change: the batch window and timers are on the
+(possibly accelerated) clock. A change to the projection wakes it at once."""
+PROJECTED = frozenset(
+    {
+        "NodePoolApplied",
+        "NodePoolRejected",
+        "NodePoolDeleted",
+        "DaemonSetApplied",
+        "DaemonSetDeleted",
+        "PodPending",
+        "PodBound",
+        "PodDeleted",
+        "NodeRegistered",
+        "NodeInitialized",
+        "NodeDeleted",
+        "NodeClaimCreated",
+        "NodeClaimLaunched",
+        "NodeClaimLaunchFailed",
+        "NodeClaimTerminated",
+        "NodeClaimRegistered",
+        "NodeClaimInitialized",
+    }
+)
+"""The events the projection reads: their payloads must keep their contracts."""
 _IDS = uuid.UUID("1b7c6b0e-3d38-4cf1-9c0a-73636865646c")
 log = logging.getLogger("nodewright.scheduler")
 
@@ -67,7 +92,7 @@ class SchedulerService:
         store: EventStore,
         cloud: CloudProvider,
         clock: Clock,
-        nats_url: str,
+        bus: BusSettings | str,
         *,
         port: int = 0,
         idle: timedelta = IDLE,
@@ -79,15 +104,20 @@ class SchedulerService:
         self.recorder = Recorder(cluster)
         self.idle, self.longest = idle, longest
         self.projection = Projection()
-        self.gaps = GapWatch(store)
         self.unavailable = UnavailableOfferings()
         self.catalog: list[InstanceOption] = []
         self.leading = False
         self.lock = LeaderLock(store, LEADER_LOCK)
         self.looked_at: set[str] = set()  # orphaned claims the garbage collection has seen
         self.garbage_after = clock.now()
-        self.shell = ServiceShell(PRODUCER, nats_url, port=port, subjects=None, readiness=[self._ready])
+        self.requested: set[tuple[str, str]] = set()  # owed lifecycle steps this leader appended
+        self.appended = 0  # the last position this leader's own appends reached
+        self.shell = ServiceShell(PRODUCER, bus, port=port)
+        self.consumer = ProjectionConsumer(
+            self.shell, store, lambda event: self.projection.apply((event,)), validate=PROJECTED
+        )
         registry = self.shell.registry
+        self.leader_gauge = Gauge("nodewright_scheduler_leader", "1 while this replica plans.", registry=registry)
         self.created = Counter(
             "karpenter_nodeclaims_created_total",
             "NodeClaims created.",
@@ -111,30 +141,41 @@ class SchedulerService:
             "karpenter_nodepools_limit", "A NodePool's limits.", ["nodepool", "resource_type"], registry=registry
         )
 
-    async def _ready(self) -> str | None:
-        return None if self.leading else "waiting for the scheduler leader lock"
-
     async def run(self, stopping: asyncio.Event) -> None:
-        """Wait for the leader lock, lead until it is lost or the service stops, and wait again."""
-        await self.shell.start()
+        """Follow the bus from the start (every replica keeps its projection warm); wait for the
+        leader lock, lead until it is lost or the service stops, and wait again."""
+        await self.shell.start(stopping)
         try:
             while not stopping.is_set():
                 try:
                     self.leading = await self.lock.try_acquire()
-                except (StoreError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                except (StoreError, *OUTAGES) as exc:
                     log.warning("leader lock out of reach (%r)", exc)
                     self.leading = False
+                self.leader_gauge.set(1 if self.leading else 0)
                 if self.leading:
                     try:
+                        await self._take_over()
                         await self._follow(stopping)
                     except NotLeader as exc:  # the lock was lost, or the store refused a fenced reservation
                         log.warning("%s: following again", exc)
+                    except OUTAGES as exc:
+                        log.warning("a server is out of reach (%r): standing down for now", exc)
+                        await self.lock.release()
                     self.leading = False
+                    self.leader_gauge.set(0)
                 await _wait(stopping, 1.0)
         finally:
             self.leading = False
             await self.lock.release()
             await self.shell.stop()
+
+    async def _take_over(self) -> None:
+        """A new leader plans on a projection holding every reservation of the leaders before it:
+        the lock waited for those in flight (`shared.store.leader`), so the log's head now covers
+        them, and the projection reaches it (from the bus, or from the store)."""
+        self.requested.clear()
+        await self.consumer.reach(await self.store.head_position())
 
     async def _follow(self, stopping: asyncio.Event) -> None:
         first: datetime | None = None
@@ -142,12 +183,12 @@ class SchedulerService:
         last_pass = self.clock.now()
         checked = time.monotonic()
         while not stopping.is_set():
-            await self.catch_up()
             now = self.clock.now()
             if time.monotonic() >= checked + LOCK_CHECK_SECONDS:  # step down soon, even with nothing to do
                 checked = time.monotonic()
                 if not await self.lock.held():
                     raise NotLeader(self.lock.fence)
+            await self._record_lifecycle()
             # a disruption's replacements, or a launch left unrecorded
             if self.projection.unlaunched() and not await _reaching_cloud(self.launch_unlaunched(now), stopping):
                 continue
@@ -165,56 +206,51 @@ class SchedulerService:
                 if not await _reaching_cloud(self.plan_and_launch(now), stopping):
                     continue
                 first = last = None
-            await _wait(stopping, POLL_SECONDS)
+            await self._quiet(stopping)
 
-    async def catch_up(self) -> None:
-        """Fold the log past the projection's position, in order and without holes: a position
-        still being written (the store lets a later one commit first) is waited for, and one
-        lost to a rollback is stepped over, as the relay does. Then record the lifecycle steps
-        the watcher's node facts imply."""
-        while True:
-            hole = None
-            async with contextlib.aclosing(self.store.read_all(self.projection.position)) as pages:
-                async for page in pages:
-                    ready = []
-                    for event in page:
-                        if event.position != self.projection.position + len(ready) + 1:
-                            break
-                        ready.append(event)
-                    self.projection.apply(ready)
-                    await self._lifecycle(ready)
-                    if len(ready) < len(page):
-                        hole = self.projection.position + 1
-                        break
-            if hole is None or not await self.gaps.lost(hole):
-                return  # all read, or a writer is still on it: next time
-            self.projection.position = hole
+    async def _quiet(self, stopping: asyncio.Event) -> None:
+        """Until the projection changes, or the next look at the batch window and the timers."""
+        self.consumer.changed.clear()
+        waits = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(self.consumer.changed.wait())]
+        try:
+            await asyncio.wait(waits, timeout=TICK_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
-    async def _lifecycle(self, page: list[Any]) -> None:
-        steps = {"NodeRegistered": c.NodeClaimRegistered, "NodeInitialized": c.NodeClaimInitialized}
+    async def _record_lifecycle(self) -> None:
+        """Record the claim steps the watcher's node facts imply (NodeClaimRegistered, then
+        NodeClaimInitialized), each with an id of its own: once in the log, however often asked."""
+        owed = [o for key, o in self.projection.owed.items() if key not in self.requested]
+        if not owed:
+            return
+        owed.sort(key=lambda o: (o.type != "NodeClaimRegistered", o.occurred_at))
         units = []
-        for event in page:
-            contract = steps.get(event.type)
-            claim = event.data.get("nodeclaim")
-            if contract is None or claim is None or claim not in self.projection.claims:
-                continue
-            pool = self.projection.claims[claim].nodepool
-            fields = {"nodeclaim": claim, "nodepool": pool}
-            if contract is c.NodeClaimRegistered:
-                fields["node"] = event.data["node"]
-            fact = contract(**fields)
+        for step in owed:
+            fields: dict[str, Any] = {"nodeclaim": step.nodeclaim, "nodepool": step.nodepool}
+            if step.type == "NodeClaimRegistered":
+                fields["node"] = step.node
+            fact = (
+                c.NodeClaimRegistered(**fields)
+                if step.type == "NodeClaimRegistered"
+                else c.NodeClaimInitialized(**fields)
+            )
             new = NewEvent.of(
                 fact,
-                occurred_at=event.occurred_at,
+                occurred_at=step.occurred_at,
                 producer=PRODUCER,
-                causation_id=str(event.event_id),
-                event_id=uuid.uuid5(_IDS, f"{contract.TYPE}/{claim}"),
+                causation_id=step.causation_id,
+                event_id=uuid.uuid5(_IDS, f"{step.type}/{step.nodeclaim}"),
             )
             units.append(unit(fact.stream_id, None, [new]))
-        if units:
-            for result in await self.store.append_units(units):
-                if isinstance(result, BaseException):
-                    log.warning("lifecycle step refused: %s", result)
+        results = await self.store.append_units(units)
+        for step, result in zip(owed, results, strict=True):
+            self.requested.add((step.nodeclaim, step.type))
+            if isinstance(result, BaseException):
+                log.warning("lifecycle step refused: %s", result)
+            elif result:
+                self.appended = max(self.appended, *result)
+        self.requested.intersection_update(self.projection.owed)
 
     async def plan_and_launch(self, now: datetime) -> list[str]:
         """One pass; the names of the claims launched."""
@@ -250,7 +286,7 @@ class SchedulerService:
             name = await self._reserve(claim, now)
             if name is not None:
                 events += [self._nominated(pod, name) for pod in claim.pods]
-        await self.catch_up()
+        await self.consumer.reach(self.appended)
         launched = await self.launch_unlaunched(now)
         await self.recorder.publish(events, now)  # after the launches: events never hold them up
         return launched
@@ -286,10 +322,13 @@ class SchedulerService:
             requests=_strings({k: v for k, v in claim.used.items() if k != "pods"}),
         )
         try:
-            await self.store.reserve_launch([created], occurred_at=now, producer=PRODUCER, fence=self.lock.fence)
+            positions = await self.store.reserve_launch(
+                [created], occurred_at=now, producer=PRODUCER, fence=self.lock.fence
+            )
         except ReservationError as exc:
             log.info("nodepool %s: not creating a NodeClaim: %s", claim.nodepool, exc)
             return None
+        self.appended = max(self.appended, *positions)
         self.created.labels("provisioning", claim.nodepool, "false").inc()
         return name
 
@@ -317,7 +356,7 @@ class SchedulerService:
                     return None
 
         outcomes = await asyncio.gather(*(one(name) for name in waiting))
-        await self.catch_up()
+        await self.consumer.reach(self.appended)
         if unreachable:  # every launch has ended: only now may the pass end
             raise unreachable[0]
         return [name for name in outcomes if name is not None]
@@ -344,7 +383,7 @@ class SchedulerService:
                 gone = c.NodeClaimTerminated(nodeclaim=name, nodepool=pool, reason=INSTANCE_GONE)
                 await self._record(gone, now)
                 ended.append(name)
-        await self.catch_up()
+        await self.consumer.reach(self.appended)
         self.looked_at.intersection_update(self.projection.orphaned())
         return ended
 
@@ -413,9 +452,11 @@ class SchedulerService:
             event_id=uuid.uuid5(_IDS, f"{event.TYPE}/{event.nodeclaim}"),
         )
         try:
-            await self.store.append(event.stream_id, None, [new])
+            positions = await self.store.append(event.stream_id, None, [new])
         except (StoreError, ReservationError) as exc:
             log.warning("claim %s: %s not recorded: %s", event.nodeclaim, event.TYPE, exc)
+            return
+        self.appended = max(self.appended, *positions)
 
 
 def _resource_type(name: str) -> str:

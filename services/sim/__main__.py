@@ -10,6 +10,7 @@ import typer
 
 from services.sim.service import SimService
 from shared.api.scenario import ScenarioError
+from shared.bus.connection import BusSettings
 from shared.config import settings
 from shared.runtime.process import serve
 from shared.runtime.scenarios import load_scenario
@@ -28,7 +29,7 @@ def main(
     except ScenarioError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    service = SimService(world, config.clock(), config.nats_url, port=port)
+    service = SimService(world, config.clock(), BusSettings.from_settings(config), port=port)
 
     async def run(stopping: asyncio.Event) -> None:
         await service.run(stopping)

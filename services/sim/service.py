@@ -1,9 +1,10 @@
 """The sim as a service: the world played on the shared clock, reachable over NATS.
 
 Every `tick` the world is advanced to the clock's now and, when anything changed, the new
-resource version is announced on `sim.watch`. Requests on `sim.cluster.*` and `sim.cloud.*`
-(`shared.adapters.sim` is the client) first bring the world up to now, then act on it; the loop
-never awaits in the middle of a change, so requests and ticks never interleave.
+resource version is announced on `<deployment>.sim.watch`. Requests on
+`<deployment>.sim.cluster.*` and `.sim.cloud.*` (`shared.adapters.sim` is the client), each from
+a NATS user allowed to send it, first bring the world up to now, then act on it; the loop never
+awaits in the middle of a change, so requests and ticks never interleave.
 """
 
 from __future__ import annotations
@@ -21,20 +22,22 @@ from shared.adapters import sim as wire
 from shared.api.core import Requirement, Taint, TaintEffect
 from shared.api.quantity import parse
 from shared.api.scenario import Scenario
+from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.ports.cloud import CloudError
 from shared.ports.cluster import ClusterError, Gone, KubeEvent, Snapshot
+from shared.runtime.outages import OUTAGES
 
 TICK_SECONDS = 0.1
 log = logging.getLogger("nodewright.sim")
 
 
 class SimService:
-    def __init__(self, scenario: Scenario, clock: Clock, nats_url: str, *, port: int = 0) -> None:
+    def __init__(self, scenario: Scenario, clock: Clock, bus: BusSettings | str, *, port: int = 0) -> None:
         self.world = World(scenario)
         self.clock = clock
-        self.shell = ServiceShell("sim", nats_url, port=port, subjects=None)
+        self.shell = ServiceShell("sim", bus, port=port)
         self.announced = 0
         self._snapshots: dict[str, Snapshot] = {}
         self._tokens = itertools.count(1)
@@ -60,8 +63,10 @@ class SimService:
             wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),
             wire.LIST: lambda body: [_instance(i) for i in self.world.cloud.running()],
         }
-        for subject, route in routes.items():
-            self.shell.broker.subscriber(subject)(self._answer(route))
+        for request, route in routes.items():
+            self.shell.router.subscriber(
+                self.shell.names.sim(request), title=f"sim:{request}", description=f"The sim answers {request}."
+            )(self._answer(route))
 
     def _answer(self, route: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         async def answer(body: dict[str, Any]) -> Any:
@@ -109,13 +114,15 @@ class SimService:
             log.exception("a scenario step failed; the world goes on")
 
     async def _announce(self) -> None:
+        """A lost announcement only delays the watch: it asks every half second anyway."""
         version = self.world.cluster.resource_version
         if version != self.announced:
             self.announced = version
-            await self.shell.broker.publish({"resourceVersion": version}, wire.WATCH)
+            with contextlib.suppress(*OUTAGES):
+                await self.shell.broker.publish({"resourceVersion": version}, self.shell.names.sim_watch)
 
     async def run(self, stopping: asyncio.Event, tick: float = TICK_SECONDS) -> None:
-        await self.shell.start()
+        await self.shell.start(stopping)
         try:
             while not stopping.is_set():
                 self._advance()

@@ -14,7 +14,7 @@ from shared.runtime.process import serve_connected
 def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
     serve_connected(
         "watcher",
-        lambda store, sim, config: WatcherService(store, sim, config.clock(), config.nats_url or "", port=port),
+        lambda store, sim, bus, config: WatcherService(store, sim, config.clock(), bus, port=port),
     )
 
 

@@ -17,14 +17,15 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
-import nats.errors
 from prometheus_client import Counter
 
 from services.watcher.facts import WATCHER_FACTS, Fact, Facts
+from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.events.envelope import NewEvent
 from shared.ports.cluster import Cluster, ClusterError, NotFound, WatchEvent
+from shared.runtime.outages import OUTAGES
 from shared.store.eventstore import EventStore, unit
 
 PRODUCER = "watcher"
@@ -36,27 +37,21 @@ class FactRefused(RuntimeError):
     pass
 
 
-WATCH_ERRORS: tuple[type[BaseException], ...] = (
-    ClusterError,
-    FactRefused,
-    ConnectionError,
-    TimeoutError,
-    OSError,
-    nats.errors.Error,
-    asyncpg.PostgresError,
-)
+WATCH_ERRORS: tuple[type[BaseException], ...] = (ClusterError, FactRefused, asyncpg.PostgresError, *OUTAGES)
 log = logging.getLogger("nodewright.watcher")
 
 
 class WatcherService:
-    def __init__(self, store: EventStore, cluster: Cluster, clock: Clock, nats_url: str, *, port: int = 0) -> None:
+    def __init__(
+        self, store: EventStore, cluster: Cluster, clock: Clock, bus: BusSettings | str, *, port: int = 0
+    ) -> None:
         self.store = store
         self.cluster = cluster
         self.clock = clock
         self.facts = Facts()
         self.synced = False
         self.appended = 0
-        self.shell = ServiceShell(PRODUCER, nats_url, port=port, subjects=None, readiness=[self._ready])
+        self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[self._ready])
         self.reported = Counter(
             "nodewright_watcher_facts_total",
             "Facts the watcher appended, by event type.",
@@ -75,7 +70,7 @@ class WatcherService:
         return None
 
     async def run(self, stopping: asyncio.Event) -> None:
-        await self.shell.start()
+        await self.shell.start(stopping)
         watching = asyncio.create_task(self._follow())
         try:
             stopped = asyncio.create_task(stopping.wait())

@@ -1,8 +1,9 @@
 """The sim's side of the `Cluster` and `CloudProvider` ports, over NATS request/reply.
 
-The sim service answers on `sim.cluster.*` and `sim.cloud.*`, and announces each new resource
-version on `sim.watch`. `watch` asks for the changes after the version it has seen whenever an
-announcement comes, and at least every half second, so a lost announcement only delays it.
+The sim service answers on `<deployment>.sim.cluster.*` and `<deployment>.sim.cloud.*`, and
+announces each new resource version on `<deployment>.sim.watch` (`shared.bus.names`). `watch`
+asks for the changes after the version it has seen whenever an announcement comes, and at least
+every half second, so a lost announcement only delays it.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import nats
 import orjson
 from nats.aio.client import Client
 
 from shared.api.core import Taint, TaintEffect
+from shared.bus.connection import BusSettings
+from shared.bus.names import BusNames
 from shared.ports.cloud import (
     CloudError,
     InstanceNotFound,
@@ -27,20 +29,20 @@ from shared.ports.cloud import (
 )
 from shared.ports.cluster import ClusterError, EvictionRefused, Gone, KubeEvent, NotFound, Snapshot, WatchEvent
 
-SNAPSHOT = "sim.cluster.snapshot"
-CHANGES = "sim.cluster.changes"
-TAINT = "sim.cluster.taint"
-UNTAINT = "sim.cluster.untaint"
-EVICT = "sim.cluster.evict"
-DELETE_POD = "sim.cluster.delete-pod"
-DELETE_NODE = "sim.cluster.delete-node"
-NODEPOOL_CONDITION = "sim.cluster.nodepool-condition"
-EVENT = "sim.cluster.event"
-INSTANCE_TYPES = "sim.cloud.instance-types"
-CREATE = "sim.cloud.create"
-DELETE = "sim.cloud.delete"
-LIST = "sim.cloud.list"
-WATCH = "sim.watch"
+SNAPSHOT = "cluster.snapshot"
+CHANGES = "cluster.changes"
+TAINT = "cluster.taint"
+UNTAINT = "cluster.untaint"
+EVICT = "cluster.evict"
+DELETE_POD = "cluster.delete-pod"
+DELETE_NODE = "cluster.delete-node"
+NODEPOOL_CONDITION = "cluster.nodepool-condition"
+EVENT = "cluster.event"
+INSTANCE_TYPES = "cloud.instance-types"
+CREATE = "cloud.create"
+DELETE = "cloud.delete"
+LIST = "cloud.list"
+"""Requests, each under `<deployment>.sim.` (`BusNames.sim`)."""
 
 ERRORS: dict[str, type[Exception]] = {
     "EvictionRefused": EvictionRefused,
@@ -64,19 +66,22 @@ class SimError(RuntimeError):
 class SimClient:
     """Both ports, for one NATS connection."""
 
-    def __init__(self, nc: Client, timeout: float = 5.0) -> None:
+    def __init__(self, nc: Client, names: BusNames | None = None, timeout: float = 5.0) -> None:
         self.nc = nc
+        self.names = names or BusNames()
         self.timeout = timeout
 
     @classmethod
-    async def connect(cls, url: str) -> SimClient:
-        return cls(await nats.connect(url, name="sim-client"))
+    async def connect(cls, bus: BusSettings | str, service: str = "cli") -> SimClient:
+        """As `service`: its NATS identity decides which of the sim's requests it may send."""
+        bus = BusSettings.of(bus)
+        return cls(await bus.connect(service), bus.names)
 
     async def close(self) -> None:
         await self.nc.drain()
 
     async def call(self, subject: str, payload: dict[str, Any] | None = None) -> Any:
-        reply = await self.nc.request(subject, orjson.dumps(payload or {}), timeout=self.timeout)
+        reply = await self.nc.request(self.names.sim(subject), orjson.dumps(payload or {}), timeout=self.timeout)
         body = orjson.loads(reply.data)
         if isinstance(body, dict) and "error" in body:
             error = body["error"]
@@ -110,7 +115,7 @@ class SimClient:
         async def on_announce(_msg: Any) -> None:
             announced.set()
 
-        subscription = await self.nc.subscribe(WATCH, cb=on_announce)
+        subscription = await self.nc.subscribe(self.names.sim_watch, cb=on_announce)
         try:
             while True:
                 announced.clear()

@@ -107,3 +107,12 @@ class Quantity(str):
         return core_schema.no_info_plain_validator_function(
             validate, serialization=core_schema.plain_serializer_function_ser_schema(str)
         )
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: Any) -> dict[str, Any]:
+        """How a quantity is written in JSON: a Kubernetes quantity string, or an integer."""
+        return {
+            "anyOf": [{"type": "string"}, {"type": "integer"}],
+            "description": "A Kubernetes quantity (100m, 16Gi, 1e3).",
+            "examples": ["100m", "16Gi"],
+        }

@@ -1,41 +1,72 @@
-"""The outbox relay: committed events, in position order, onto JetStream.
+"""The outbox relay: committed events, in position order, onto the deployment's stream.
 
 The events table is the outbox. The relay reads past its checkpoint, publishes each event with
-its event id as `Nats-Msg-Id`, waits for every acknowledgement, then advances the checkpoint.
-A crash between publishing and checkpointing republishes that batch on restart, and JetStream's
-duplicate window drops the copies; so does a second relay running at the same time. Concurrent
-appends commit their positions out of order, so the relay stops at the first missing position
-until it appears or is known lost to a rollback (`shared.store.gaps`). Normally
-only one relay works: the leader holds a PostgreSQL session lock, and a standby takes over when
-the leader's connection goes away.
+`<deployment>:<event id>` as `Nats-Msg-Id` and its position in a header, waits (a bounded time)
+for every acknowledgement, then advances the checkpoint to the last position and the stream
+sequence that carried it. A crash between publishing and checkpointing republishes that batch
+on restart, and JetStream's duplicate window drops the copies. A `PubAck` marked duplicate is
+checked against the message the stream holds under that id: the same event is a republish; any
+other message is an impostor that took the event's id first, which the relay reports (metric and
+log) and never counts as delivered. Concurrent appends commit their positions out of order, so
+the relay stops at the first missing position until it appears or is known lost to a rollback
+(`shared.store.gaps`). The service around it (`services/relay`) leads through the fenced
+`LeaderLock`, so the checkpoint of a relay that lost the lock is never written.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 
-import nats
-import nats.errors
+import orjson
 import structlog
-from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from nats.js.api import PubAck
 
-from shared.bus.streams import MSG_ID, POSITION, STREAM, ensure_stream
+from shared.bus.names import MSG_ID, POSITION, BusNames
 from shared.events.envelope import RecordedEvent
-from shared.store.eventstore import EventStore
+from shared.store.eventstore import EventStore, NotLeader
+from shared.store.fence import Fence, fence_holds
 from shared.store.gaps import GapWatch
 
 log = structlog.get_logger("outbox-relay")
 
-LEADER_LOCK = 0x72656C61  # pg_try_advisory_lock key held by the active relay
-GAP_POLL = 0.002  # seconds between looks at a missing position: its commit is usually imminent
+ACK_TIMEOUT = 5.0
+"""Seconds to wait for the acknowledgements of one batch; past that the batch goes again."""
+GAP_POLL = 0.002
+"""Seconds between looks at a missing position: its commit is usually imminent."""
 
 Published = Callable[[list[RecordedEvent]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Every position up to `position` is on the stream (or lost to a rollback), the message
+    carrying `position` at `sequence` (0 before the first)."""
+
+    position: int = 0
+    sequence: int = 0
+
+
+async def read_checkpoint(store: EventStore, relay: str = "relay") -> Checkpoint:
+    async with store.driver_connection() as raw:
+        row = await raw.fetchrow("SELECT position, stream_sequence FROM outbox_checkpoint WHERE relay = $1", relay)
+    return Checkpoint(row[0], row[1]) if row else Checkpoint()
+
+
+_ADVANCE = (
+    "INSERT INTO outbox_checkpoint (relay, position, published, stream_sequence) VALUES ($1, $2, $3, $4)"
+    " ON CONFLICT (relay) DO UPDATE SET position = greatest(outbox_checkpoint.position, $2),"
+    " stream_sequence = CASE WHEN $2 >= outbox_checkpoint.position THEN $4"
+    " ELSE outbox_checkpoint.stream_sequence END,"
+    " published = outbox_checkpoint.published + $3, updated_at = clock_timestamp()"
+)
+
+
+class ImpostorError(RuntimeError):
+    """A message with an event's id was on the stream before the relay published the event."""
 
 
 async def _nothing(_: list[RecordedEvent]) -> None:
@@ -47,67 +78,105 @@ class OutboxRelay:
         self,
         store: EventStore,
         js: JetStreamContext,
+        names: BusNames | None = None,
         *,
         name: str = "relay",
         batch_size: int = 1000,
-        exclusive: bool = True,
+        ack_timeout: float = ACK_TIMEOUT,
+        fence: Callable[[], Fence] | None = None,
         after_publish: Published = _nothing,
     ) -> None:
+        """`fence`: the leader lock's current fence; with it, the checkpoint is written only while
+        that lock is held (else `NotLeader`, and nothing written)."""
         self.store = store
         self.js = js
+        self.names = names or BusNames()
         self.name = name
         self.batch_size = batch_size
-        self.exclusive = exclusive
+        self.ack_timeout = ack_timeout
+        self.fence = fence
         self.after_publish = after_publish
         self.published = 0
+        self.impostors = 0
         self.gaps = GapWatch(store)
         self.waiting_on: int | None = None
+        self.on_impostor: Callable[[RecordedEvent, int], None] | None = None
 
     async def checkpoint(self) -> int:
-        async with self.store.engine.connect() as conn:
-            value = await conn.scalar(
-                text("SELECT position FROM outbox_checkpoint WHERE relay = :name"), {"name": self.name}
-            )
-        return int(value or 0)
+        return (await read_checkpoint(self.store, self.name)).position
 
-    async def _advance(self, position: int, count: int) -> None:
-        async with self.store.engine.begin() as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO outbox_checkpoint (relay, position, published) VALUES (:name, :position, :count) "
-                    "ON CONFLICT (relay) DO UPDATE SET position = greatest(outbox_checkpoint.position, :position), "
-                    "published = outbox_checkpoint.published + :count, updated_at = clock_timestamp()"
-                ),
-                {"name": self.name, "position": position, "count": count},
-            )
+    async def _advance(self, position: int, count: int, sequence: int) -> None:
+        async with self.store.driver_connection() as raw, raw.transaction():
+            if self.fence is not None and not await fence_holds(raw, self.fence()):
+                raise NotLeader(self.fence())
+            await raw.execute(_ADVANCE, self.name, position, count, sequence)
 
     async def publish_batch(self) -> int:
         """Publish the consecutive positions after the checkpoint; how many positions it moved
         past (one lost to a rollback counts). 0 when nothing is new, or while `waiting_on` a
         position whose transaction has not ended."""
-        start = await self.checkpoint()
-        async with aclosing(self.store.read_all(start, batch_size=self.batch_size)) as pages:
+        start = await read_checkpoint(self.store, self.name)
+        async with aclosing(self.store.read_all(start.position, batch_size=self.batch_size)) as pages:
             page = await anext(pages, [])
-        batch = _consecutive(page, start)
+        batch = _consecutive(page, start.position)
         self.waiting_on = None
         if page and not batch:
-            if await self.gaps.lost(start + 1):
-                log.info("position lost to a rolled-back append; skipping it", relay=self.name, position=start + 1)
-                await self._advance(start + 1, 0)
+            if await self.gaps.lost(start.position + 1):
+                log.info(
+                    "position lost to a rolled-back append; skipping it", relay=self.name, position=start.position + 1
+                )
+                await self._advance(start.position + 1, 0, start.sequence)
                 return 1
-            self.waiting_on = start + 1
+            self.waiting_on = start.position + 1
         if not batch:
             return 0
-        acks = []
-        for event in batch:
-            payload = json.dumps(event.to_json_dict(), separators=(",", ":")).encode()
-            headers = {MSG_ID: str(event.event_id), POSITION: str(event.position)}
-            acks.append(await self.js.publish_async(event.subject, payload, headers=headers, stream=STREAM))
-        await asyncio.gather(*acks)
-        await self.after_publish(batch)
-        await self._advance(batch[-1].position, len(batch))
-        self.published += len(batch)
+        acks, delivered = await self._publish(batch)
+        await self.after_publish(delivered)
+        await self._advance(batch[-1].position, len(delivered), acks[-1].seq)
+        self.published += len(delivered)
         return len(batch)
+
+    async def _publish(self, batch: list[RecordedEvent]) -> tuple[list[PubAck], list[RecordedEvent]]:
+        """The acknowledgements, and the events now on the stream (an impostor's is not)."""
+        futures = []
+        payloads = []
+        for event in batch:
+            payload = orjson.dumps(event.to_json_dict())
+            headers = {MSG_ID: self.names.msg_id(event.event_id), POSITION: str(event.position)}
+            subject = self.names.event_subject(event.stream_id, event.type)
+            futures.append(await self.js.publish_async(subject, payload, headers=headers, stream=self.names.stream))
+            payloads.append(payload)
+        try:
+            acks: list[PubAck] = await asyncio.wait_for(asyncio.gather(*futures), self.ack_timeout)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        delivered = [
+            event
+            for event, payload, ack in zip(batch, payloads, acks, strict=True)
+            if not ack.duplicate or await self._republished(event, payload, ack.seq)
+        ]
+        return acks, delivered
+
+    async def _republished(self, event: RecordedEvent, payload: bytes, sequence: int) -> bool:
+        """Whether a duplicate is this very event (a republish after a crash); else an impostor,
+        reported."""
+        stored = await self.js.get_msg(self.names.stream, seq=sequence)
+        if stored.data == payload and (stored.headers or {}).get(POSITION) == str(event.position):
+            return True
+        self.impostors += 1
+        if self.on_impostor is not None:
+            self.on_impostor(event, sequence)
+        log.error(
+            "another message took this event's id on the stream before it was published:"
+            " the event is not on the stream, consumers read it from the store",
+            relay=self.name,
+            event_id=str(event.event_id),
+            position=event.position,
+            impostor_sequence=sequence,
+        )
+        return False
 
     async def drain(self) -> int:
         """Publish until nothing is left, or until a gap whose writer is still running; how many
@@ -117,31 +186,6 @@ class OutboxRelay:
             total += n
         return total
 
-    async def run(self, stop: asyncio.Event, *, idle: float = 0.05) -> None:
-        """Publish until `stop` is set: as leader when `exclusive`, else alongside others."""
-        async with self.store.engine.connect() as leader:
-            leading = not self.exclusive
-            try:
-                while not stop.is_set():
-                    if not leading:
-                        leading = await _lead(leader)
-                        if not leading:
-                            await _wait(stop, 1.0)
-                            continue
-                    try:
-                        published = await self.publish_batch()
-                    except (nats.errors.Error, OSError, TimeoutError) as exc:
-                        # NATS hiccup: the checkpoint did not move, so the batch goes again
-                        log.warning("relay batch failed; retrying", relay=self.name, error=repr(exc))
-                        await _wait(stop, 1.0)
-                        continue
-                    if not published:
-                        await _wait(stop, idle if self.waiting_on is None else min(idle, GAP_POLL))
-            finally:
-                if leading and self.exclusive:
-                    await leader.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LEADER_LOCK})
-                    await leader.commit()
-
 
 def _consecutive(page: list[RecordedEvent], after: int) -> list[RecordedEvent]:
     """The leading events of `page` whose positions follow `after` without a hole."""
@@ -149,29 +193,3 @@ def _consecutive(page: list[RecordedEvent], after: int) -> list[RecordedEvent]:
         if event.position != after + 1 + i:
             return page[:i]
     return page
-
-
-async def _lead(conn: AsyncConnection) -> bool:
-    """Whether this relay holds the leader lock (a session lock: it goes with the connection)."""
-    held = await conn.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": LEADER_LOCK})
-    await conn.commit()
-    return bool(held)
-
-
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        return
-
-
-async def _log_nats_error(error: Exception) -> None:
-    """One log line per connection error (nats-py's default prints a traceback each time)."""
-    log.warning("nats connection error", error=repr(error))
-
-
-async def connect(url: str) -> tuple[NATS, JetStreamContext]:
-    nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3, error_cb=_log_nats_error)
-    js = nc.jetstream()
-    await ensure_stream(js)
-    return nc, js

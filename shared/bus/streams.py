@@ -1,4 +1,4 @@
-"""The JetStream stream every event goes to, and how to make sure it exists."""
+"""The JetStream stream of a deployment, and how to make sure it exists (the relay does)."""
 
 from __future__ import annotations
 
@@ -6,31 +6,35 @@ from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-STREAM = "NODEWRIGHT"
-EVENT_SUBJECTS = "nodewright.events.>"
-DEAD_SUBJECTS = "nodewright.dead.>"
+from shared.bus.names import BusNames
+
 DUPLICATE_WINDOW_SECONDS = 600.0
 """JetStream drops a message whose id it saw this recently: a relay that restarts within ten
 minutes of a crash republishes its last batch without duplicating it."""
 
-MSG_ID = "Nats-Msg-Id"
-POSITION = "Nodewright-Position"
 
-
-def stream_config(duplicate_window: float = DUPLICATE_WINDOW_SECONDS) -> StreamConfig:
+def stream_config(
+    names: BusNames, duplicate_window: float = DUPLICATE_WINDOW_SECONDS, replicas: int = 1
+) -> StreamConfig:
     return StreamConfig(
-        name=STREAM,
-        subjects=[EVENT_SUBJECTS, DEAD_SUBJECTS],
+        name=names.stream,
+        subjects=[names.events, names.all_dead],
         storage=StorageType.FILE,
         duplicate_window=duplicate_window,
+        num_replicas=replicas,
     )
 
 
-async def ensure_stream(js: JetStreamContext, duplicate_window: float = DUPLICATE_WINDOW_SECONDS) -> None:
+async def ensure_stream(
+    js: JetStreamContext,
+    names: BusNames,
+    duplicate_window: float = DUPLICATE_WINDOW_SECONDS,
+    replicas: int = 1,
+) -> None:
     """Create the stream, or bring an existing one's subjects and window up to date."""
-    config = stream_config(duplicate_window)
+    config = stream_config(names, duplicate_window, replicas)
     try:
-        info = await js.stream_info(STREAM)
+        info = await js.stream_info(names.stream)
     except NotFoundError:
         await js.add_stream(config)
         return

@@ -1,7 +1,7 @@
 """Every event nodewright records, one pydantic model each, with a type name and a schema version.
 
 Events are facts in the past tense. The stream an event belongs to follows from its payload
-(`stream_id`), and so does its bus subject (`nodewright.events.<stream kind>.<Type>`). Payloads
+(`stream_id`), and so does its bus subject (`<deployment>.events.<stream kind>.<Type>`). Payloads
 are snake_case JSON; quantities are Kubernetes quantity strings. A decision event carries the
 inputs it was taken on (pods, headroom, budgets), so `nodewright audit --explain` can tell why.
 """

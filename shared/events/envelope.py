@@ -13,7 +13,6 @@ from typing import Any
 
 from shared.events.contracts import Event
 
-SUBJECT_PREFIX = "nodewright.events"
 EVENT_IDS = uuid.UUID("6f1d0c1e-4b7a-5d7e-9c3a-6e6f64657772")
 """Namespace of deterministic event ids: a retried decision gets the id it had the first time."""
 
@@ -99,10 +98,6 @@ class RecordedEvent:
     occurred_at: datetime
     recorded_at: datetime
 
-    @property
-    def subject(self) -> str:
-        return subject(self.stream_id, self.type)
-
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "position": self.position,
@@ -134,9 +129,6 @@ class RecordedEvent:
 
 
 def stream_kind(stream_id: str) -> str:
+    """`nodeclaim` of `nodeclaim-web-1`: the family of streams a bus subject names
+    (`shared.bus.names`)."""
     return stream_id.split("-", 1)[0]
-
-
-def subject(stream_id: str, event_type: str) -> str:
-    """`nodewright.events.<stream kind>.<Type>`: consumers filter by kind or by type."""
-    return f"{SUBJECT_PREFIX}.{stream_kind(stream_id)}.{event_type}"

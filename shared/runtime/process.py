@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from shared.adapters.sim import SimClient
+from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
 from shared.runtime import loop
+from shared.runtime.outages import OUTAGES, Backoff
 from shared.store.eventstore import EventStore
 
 
@@ -31,21 +33,37 @@ class Service(Protocol):
     async def run(self, stopping: asyncio.Event) -> None: ...
 
 
-def serve_connected(name: str, build: Callable[[EventStore, SimClient, Settings], Service]) -> None:
+def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettings, Settings], Service]) -> None:
     """Run a service that needs the event store and the cluster and cloud (the sim's adapter, the
-    only one so far), closing both when it stops."""
+    only one so far), as its own NATS identity, closing both when it stops. A bus not there yet
+    is waited for."""
     config = settings()
-    database_url, nats_url = config.database_url, config.nats_url
-    if not database_url or not nats_url:
+    database_url = config.database_url
+    if not database_url or not config.nats_url:
         sys.exit(f"error: the {name} needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL")
+    bus = BusSettings.from_settings(config)
 
     async def run(stopping: asyncio.Event) -> None:
         store = EventStore.connect(database_url, pool_size=4)
-        sim = await SimClient.connect(nats_url)
+        sim = await _sim_client(bus, name, stopping)
+        if sim is None:
+            await store.close()
+            return
         try:
-            await build(store, sim, config).run(stopping)
+            await build(store, sim, bus, config).run(stopping)
         finally:
             await sim.close()
             await store.close()
 
     serve(run)
+
+
+async def _sim_client(bus: BusSettings, name: str, stopping: asyncio.Event) -> SimClient | None:
+    backoff = Backoff()
+    while not stopping.is_set():
+        try:
+            return await SimClient.connect(bus, name)
+        except OUTAGES as exc:
+            print(f"{name}: NATS not reachable yet ({exc!r}); trying again", file=sys.stderr, flush=True)
+            await backoff.wait(stopping)
+    return None

@@ -236,16 +236,29 @@ class EmbeddedNats:
     """A nats-server child process with JetStream, its streams kept in `data_dir`.
 
     Without a port it picks a free one at the first start and keeps it for restarts, so a test can
-    kill the server and start it again at the same URL with the same streams.
+    kill the server and start it again at the same URL with the same streams. With `config` (the
+    text of a nats-server configuration: users and their permissions, `shared.bus.identity`) it
+    is written to `data_dir/nats.conf`, readable by its owner only, and the readiness probe
+    connects with the `probe` options of `nats.connect` (a user allowed to ask JetStream).
     """
 
     _START_ATTEMPTS = 3
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, host: str = LOOPBACK) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        host: str = LOOPBACK,
+        config: str | None = None,
+        probe: dict[str, Any] | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir).expanduser().resolve()
         self.host = host
         self._port = port
         self._process: subprocess.Popen[bytes] | None = None
+        self.config = config
+        self.probe = probe
 
     @property
     def port(self) -> int:
@@ -324,6 +337,10 @@ class EmbeddedNats:
 
     def _spawn(self, binary: Path, port: int) -> tuple[subprocess.Popen[bytes], int]:
         command = [str(binary), "-a", self.host, "-p", str(port), "-js", "-sd", str(self.data_dir), "-n", "nodewright"]
+        if self.config is not None:
+            from shared.bus.identity import write_server_config
+
+            command += ["-c", str(write_server_config(self.data_dir / "nats.conf", self.config))]
         with self.log_path.open("ab") as log:
             log_offset = log.tell()
             # its own session: a Ctrl-C at the terminal reaches the process that started it, which
@@ -346,7 +363,7 @@ class EmbeddedNats:
                 )
             time.sleep(0.02)
         url = f"nats://{self.host}:{port}"
-        error = run_coroutine_blocking(_wait_for_jetstream(url, process, deadline))
+        error = run_coroutine_blocking(_wait_for_jetstream(url, process, deadline, self.probe))
         if process.poll() is not None:
             raise _ExitedEarly(f"nats-server exited with {process.returncode}:\n{self._log_tail(log_offset)}")
         if error is not None:
@@ -385,7 +402,9 @@ async def _ignore_nats_error(error: Exception) -> None:
     """nats-py logs every failed probe connection by default; the probe reports its own failure."""
 
 
-async def _wait_for_jetstream(url: str, process: subprocess.Popen[bytes], deadline: float) -> str | None:
+async def _wait_for_jetstream(
+    url: str, process: subprocess.Popen[bytes], deadline: float, probe: dict[str, Any] | None = None
+) -> str | None:
     """None once JetStream answers `account_info()`, else why it did not before `deadline`."""
     import nats
 
@@ -400,6 +419,7 @@ async def _wait_for_jetstream(url: str, process: subprocess.Popen[bytes], deadli
                 allow_reconnect=False,
                 max_reconnect_attempts=0,
                 error_cb=_ignore_nats_error,
+                **(probe or {}),
             )
             try:
                 await client.jetstream(timeout=1).account_info()
@@ -428,14 +448,7 @@ def local_database_url(settings: Settings) -> Iterator[str]:
 
 
 @contextmanager
-def local_nats_url(settings: Settings) -> Iterator[str]:
-    """`settings.nats_url`, else an embedded nats-server (free port, JetStream in `data_dir/nats`), stopped on exit."""
-    with _configured_or_embedded(settings.nats_url, lambda: EmbeddedNats(settings.data_dir / "nats")) as url:
-        yield url
-
-
-@contextmanager
-def _configured_or_embedded(url: str | None, embedded: Callable[[], EmbeddedPostgres | EmbeddedNats]) -> Iterator[str]:
+def _configured_or_embedded(url: str | None, embedded: Callable[[], EmbeddedPostgres]) -> Iterator[str]:
     if url:
         yield url
         return

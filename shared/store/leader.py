@@ -9,7 +9,7 @@ store appends only if, in the same transaction, the lock is still granted to tha
 A reservation that passed its check may still be running when the lock changes hands, so a new
 leader must wait for it before it reads the log and plans, and for nothing else: not for an idle
 session or a migration elsewhere on the server. Each fenced reservation therefore takes a second
-advisory key, the fence key's companion (`eventstore.companion_key`: the key XOR a fixed mask
+advisory key, the fence key's companion (`fence.companion_key`: the key XOR a fixed mask
 below 2**63, so a valid signed 64-bit key always distinct from the leader key), with
 `pg_advisory_xact_lock_shared`, in the statement that checks the leader lock and before it
 checks, and holds it until its transaction ends. A new leader, once it holds the leader lock,
@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from shared.store.eventstore import EventStore, Fence, StoreError, advisory_lock_id, companion_key
+from shared.store.eventstore import EventStore, StoreError
+from shared.store.fence import Fence, advisory_lock_id, companion_key
 
 _ACQUIRE = (
     "SELECT pg_try_advisory_lock($1), pg_backend_pid(),"

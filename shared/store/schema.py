@@ -34,6 +34,8 @@ NAMING_CONVENTION = {
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 NOW = text("clock_timestamp()")
+EVENTS_CHANNEL = "nodewright_events"
+"""Notified at the commit of every statement that inserts events (migration 0003)."""
 EVENT_NODEPOOL = "CASE WHEN jsonb_typeof(data -> 'nodepool') = 'string' THEN data ->> 'nodepool' END"
 
 events = Table(
@@ -85,5 +87,6 @@ outbox_checkpoint = Table(
     Column("relay", Text, primary_key=True),
     Column("position", BigInteger, nullable=False, server_default=text("0")),
     Column("published", BigInteger, nullable=False, server_default=text("0")),
+    Column("stream_sequence", BigInteger, nullable=False, server_default=text("0")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
 )

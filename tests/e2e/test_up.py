@@ -15,7 +15,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from shared.bus.streams import STREAM
+from shared.bus.names import BusNames
 from shared.config import driver_params
 from tests.conftest import ROOT
 
@@ -64,16 +64,18 @@ async def log_facts(database_url: str) -> dict[str, int]:
     return {r[0]: r[1] for r in rows}
 
 
-async def published(nats_url: str) -> int:
+async def published(nats_url: str, names: BusNames) -> int:
     nc = await nats.connect(nats_url)
     try:
-        return (await nc.jetstream().stream_info(STREAM)).state.messages
+        return (await nc.jetstream().stream_info(names.stream)).state.messages
     finally:
         await nc.close()
 
 
 def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_url, nats_server_url):
+    names = BusNames(f"up{os.getpid()}")
     env = environment(tmp_path, fresh_database_url, nats_server_url)
+    env["NODEWRIGHT_DEPLOYMENT"] = names.deployment
     done = up(tmp_path, env, "--scenario", BURST, "--speed", "60", "--for", "6")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stopped: every process and server is down" in done.stdout
@@ -82,7 +84,7 @@ def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_u
     assert all(gone(pid) for pid in started.values())
     facts = asyncio.run(log_facts(fresh_database_url))
     assert facts["NodePoolApplied"] == 1 and facts["PodPending"] >= 60  # the burst at 1m, and DaemonSet pods
-    assert asyncio.run(published(nats_server_url)) >= sum(facts.values())  # the relay put them on the bus
+    assert asyncio.run(published(nats_server_url, names)) == sum(facts.values())  # the relay put them on the bus
     for name in ("sim", "watcher", "scheduler", "relay"):
         assert (tmp_path / "data" / "logs" / f"{name}.log").exists()
     assert 1 <= facts["NodeClaimCreated"] <= 8  # the scheduler launched, and never past limits.nodes
@@ -123,7 +125,7 @@ def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothi
     )
     lines = []
     deadline = time.monotonic() + 90
-    while not any("started relay" in line for line in lines):
+    while not any("started scheduler" in line for line in lines):
         assert time.monotonic() < deadline and first.poll() is None, "".join(lines)
         lines.append(first.stdout.readline())
     assert servers_under(tmp_path / "data"), "the embedded servers should be running"

@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -21,6 +22,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from shared.bus.connection import BusSettings
+from shared.bus.identity import Identity, generate, server_config, user_name
+from shared.bus.names import BusNames
 from shared.config import async_database_url
 from shared.runtime.servers import EmbeddedNats, EmbeddedPostgres, docker_available
 from shared.store.eventstore import EventStore
@@ -47,20 +51,71 @@ def database_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
             yield server.url
 
 
+TEST_DEPLOYMENTS = ("default", "blue", "green")
+"""The deployments the session's embedded nats-server has users for."""
+
+
+@dataclass
+class SessionBus:
+    """The session's NATS server: `url` as an admin the tests use to look and to set up (every
+    permission), and each service's own identity where the server is ours (`acting_as`)."""
+
+    url: str
+    identities: dict[str, Identity] | None = None
+
+    def acting_as(self, service: str, deployment: str = "default") -> BusSettings:
+        names = BusNames(deployment)
+        if self.identities is None:
+            return BusSettings(self.url, names)
+        identity = self.identities[user_name(names, service)]
+        return BusSettings(self.plain_url, names).acting_as(identity)
+
+    @property
+    def plain_url(self) -> str:
+        """The URL without the admin's credentials."""
+        parts = urlsplit(self.url)
+        return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+
+
+def secured_nats(data_dir: Path, deployments: tuple[str, ...] = TEST_DEPLOYMENTS) -> tuple[EmbeddedNats, SessionBus]:
+    """An embedded nats-server with a user per service of each deployment, and an admin."""
+    names = [BusNames(d) for d in deployments]
+    identities = generate(names)
+    admin = Identity("admin", secrets.token_urlsafe(16))
+    everything = {"publish": {"allow": [">"]}, "subscribe": {"allow": [">"]}}
+    config = server_config(
+        names,
+        identities,
+        extra_users=[{"user": admin.user, "password": admin.password, "permissions": everything}],
+    )
+    server = EmbeddedNats(data_dir, config=config, probe={"user": admin.user, "password": admin.password})
+    return server, SessionBus("", identities)
+
+
 @pytest.fixture(scope="session")
-def nats_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """nats:// URL of a JetStream-enabled server shared by the session."""
+def session_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionBus]:
+    """A JetStream-enabled server shared by the session: an explicit one (open, its URL as given),
+    a container, else an embedded one with a user per service."""
     explicit = os.environ.get("NODEWRIGHT_TEST_NATS_URL", "").strip()
     if explicit:
-        yield explicit
+        yield SessionBus(explicit)
     elif docker_available():
         from testcontainers.community.nats import NatsContainer
 
         with NatsContainer(NATS_IMAGE, jetstream=True) as container:
-            yield container.nats_uri()
+            yield SessionBus(container.nats_uri())
     else:
-        with EmbeddedNats(tmp_path_factory.mktemp("embedded-nats")) as server:
-            yield server.url
+        server, bus = secured_nats(tmp_path_factory.mktemp("embedded-nats"))
+        with server:
+            probe = server.probe or {}
+            bus.url = f"nats://{probe['user']}:{probe['password']}@{server.host}:{server.port}"
+            yield bus
+
+
+@pytest.fixture(scope="session")
+def nats_server_url(session_bus: SessionBus) -> str:
+    """nats:// URL of the session's server, as an admin (every permission)."""
+    return session_bus.url
 
 
 def _admin_engine(server_url: str) -> AsyncEngine:
@@ -134,16 +189,34 @@ async def store(migrated_url: str) -> AsyncIterator[EventStore]:
 
 @pytest.fixture
 async def jetstream(nats_server_url: str) -> AsyncIterator[JetStreamContext]:
-    """A JetStream context with an empty NODEWRIGHT stream (the server is shared by the session)."""
+    """A JetStream context (as the admin) with an empty stream for the default deployment (the
+    server is shared by the session)."""
     import nats
     from nats.js.errors import NotFoundError
 
-    from shared.bus.streams import STREAM, ensure_stream
+    from shared.bus.streams import ensure_stream
 
     client = await nats.connect(nats_server_url)
     js = client.jetstream()
     with suppress(NotFoundError):
-        await js.delete_stream(STREAM)
-    await ensure_stream(js)
+        await js.delete_stream(BusNames().stream)
+    await ensure_stream(js, BusNames())
     yield js
     await client.close()
+
+
+@pytest.fixture
+async def bus(nats_server_url: str) -> AsyncIterator[BusSettings]:
+    """A deployment of the test's own on the session's server (as the admin), so nothing another
+    test left on the bus is seen; its stream is deleted afterwards."""
+    import nats
+    from nats.js.errors import NotFoundError
+
+    settings = BusSettings(nats_server_url, BusNames(f"t{secrets.token_hex(4)}"))
+    yield settings
+    client = await nats.connect(nats_server_url)
+    try:
+        with suppress(NotFoundError):
+            await client.jetstream().delete_stream(settings.names.stream)
+    finally:
+        await client.close()

@@ -12,7 +12,8 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from shared.store.eventstore import EventStore, Fence, NotLeader, StoreError, companion_key
+from shared.store.eventstore import EventStore, NotLeader, StoreError
+from shared.store.fence import Fence, companion_key
 from shared.store.leader import LeaderLock
 from tests.factories import T0, applied, created, new
 

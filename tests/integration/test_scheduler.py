@@ -10,11 +10,13 @@ from datetime import UTC, datetime
 import pytest
 
 from services.cli.eventlog import audit_database
+from services.relay.service import RelayService
 from services.scheduler.service import SchedulerService
 from services.sim.service import SimService
 from services.watcher.service import WatcherService
 from shared.adapters.sim import SimClient
 from shared.api.scenario import parse_scenario
+from shared.bus.connection import BusSettings
 from shared.clock import AcceleratedClock
 from shared.events import contracts as c
 from tests.conftest import nodepool_doc
@@ -43,28 +45,29 @@ def burst(replicas: int, limits: dict | None = None) -> dict:
 
 
 class World:
-    """The sim, the watcher and `schedulers` scheduler replicas on a shared accelerated clock;
-    more schedulers can be started later."""
+    """The sim, the relay, the watcher and `schedulers` scheduler replicas on a shared accelerated
+    clock, on a deployment of the test's own; more schedulers can be started later."""
 
-    def __init__(self, document: dict, nats_url: str, store) -> None:
+    def __init__(self, document: dict, bus: BusSettings, store) -> None:
         self.clock = AcceleratedClock(START, speed=60)
-        self.sim = SimService(parse_scenario(document), self.clock, nats_url)
-        self.nats_url, self.store = nats_url, store
+        self.sim = SimService(parse_scenario(document), self.clock, bus)
+        self.bus, self.store = bus, store
         self.stopping = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
         self.schedulers: list[SchedulerService] = []
 
     async def __aenter__(self) -> World:
-        self.client = await SimClient.connect(self.nats_url)
+        self.client = await SimClient.connect(self.bus)
         self.tasks.append(asyncio.create_task(self.sim.run(self.stopping)))
+        self.tasks.append(asyncio.create_task(RelayService(self.store, self.bus).run(self.stopping)))
         await asyncio.sleep(0.5)
-        watcher = WatcherService(self.store, self.client, self.clock, self.nats_url)
+        watcher = WatcherService(self.store, self.client, self.clock, self.bus)
         self.tasks.append(asyncio.create_task(watcher.run(self.stopping)))
         return self
 
     def start_schedulers(self, replicas: int = 1) -> None:
         for _ in range(replicas):
-            scheduler = SchedulerService(self.store, self.client, self.clock, self.nats_url, cluster=self.client)
+            scheduler = SchedulerService(self.store, self.client, self.clock, self.bus, cluster=self.client)
             self.schedulers.append(scheduler)
             self.tasks.append(asyncio.create_task(scheduler.run(self.stopping)))
 
@@ -86,8 +89,8 @@ async def _holds(condition, sim: SimService) -> bool:
     return bool(await held) if asyncio.iscoroutine(held) else bool(held)
 
 
-async def play(document: dict, migrated_url: str, nats_url: str, store, until, replicas: int = 1) -> SimService:
-    async with World(document, nats_url, store) as world:
+async def play(document: dict, bus: BusSettings, store, until, replicas: int = 1) -> SimService:
+    async with World(document, bus, store) as world:
         world.start_schedulers(replicas)
         await world.until(until)
     return world.sim
@@ -98,8 +101,8 @@ def pods_running(sim: SimService, n: int) -> bool:
     return len(pods) == n and all(p.node_name for p in pods)
 
 
-async def test_a_200_pod_burst_ends_with_every_pod_running_and_the_audit_clean(store, migrated_url, nats_server_url):
-    sim = await play(burst(200), migrated_url, nats_server_url, store, lambda s: pods_running(s, 200))
+async def test_a_200_pod_burst_ends_with_every_pod_running_and_the_audit_clean(store, migrated_url, bus):
+    sim = await play(burst(200), bus, store, lambda s: pods_running(s, 200))
     nodes = sim.world.cluster.nodes.values()
     assert nodes and all(n.labels["karpenter.sh/nodepool"] == "burst" and n.labels["team"] == "a" for n in nodes)
     result = await audit_database(migrated_url)
@@ -109,13 +112,13 @@ async def test_a_200_pod_burst_ends_with_every_pod_running_and_the_audit_clean(s
     assert counters.nodes == len(sim.world.cloud.running()) and counters.in_flight == 0
 
 
-async def test_a_nodes_limit_holds_exactly_under_a_burst(store, migrated_url, nats_server_url):
+async def test_a_nodes_limit_holds_exactly_under_a_burst(store, migrated_url, bus):
     def limited(s: SimService) -> bool:
         return len(s.world.cloud.running()) >= 3 and all(
             s.world.cluster.nodes.get(i.request.nodeclaim) for i in s.world.cloud.running()
         )
 
-    sim = await play(burst(200, {"nodes": "3"}), migrated_url, nats_server_url, store, limited)
+    sim = await play(burst(200, {"nodes": "3"}), bus, store, limited)
     await asyncio.sleep(1.0)
     assert len(sim.world.cloud.instances) == 3  # never a fourth, however many pods wait
     events = sim.world.cluster.events_about("Pod")
@@ -130,8 +133,8 @@ async def test_a_nodes_limit_holds_exactly_under_a_burst(store, migrated_url, na
     assert result.replay.violations == [] and result.counters_match
 
 
-async def test_two_scheduler_replicas_never_give_a_pod_two_claims(store, migrated_url, nats_server_url):
-    sim = await play(burst(120), migrated_url, nats_server_url, store, lambda s: pods_running(s, 120), replicas=2)
+async def test_two_scheduler_replicas_never_give_a_pod_two_claims(store, migrated_url, bus):
+    sim = await play(burst(120), bus, store, lambda s: pods_running(s, 120), replicas=2)
     created = [data async for page in store.read_types(["NodeClaimCreated"]) for _, data in page]
     pods = [pod for data in created for pod in data["pods"]]
     assert len(pods) == len(set(pods)) and len(created) == len(sim.world.cloud.instances)
@@ -164,8 +167,8 @@ async def types_of(store, stream: str) -> list[str]:
     return [e.type for e in await store.read_stream(stream)]
 
 
-async def test_the_replacements_a_disruption_orders_are_launched(store, migrated_url, nats_server_url):
-    async with World(burst(4), nats_server_url, store) as world:
+async def test_the_replacements_a_disruption_orders_are_launched(store, migrated_url, bus):
+    async with World(burst(4), bus, store) as world:
         world.start_schedulers()
         await world.until(lambda s: pods_running(s, 4))
 
@@ -196,14 +199,14 @@ async def test_the_replacements_a_disruption_orders_are_launched(store, migrated
     assert result.replay.violations == [] and result.counters_match, result.mismatches
 
 
-async def test_claims_a_dead_leader_reserved_are_launched_once_or_adopted(store, migrated_url, nats_server_url):
+async def test_claims_a_dead_leader_reserved_are_launched_once_or_adopted(store, migrated_url, bus):
     """One claim was reserved and never launched; the other was launched by the cloud, but the
     leader died before recording it. A new leader launches the first and adopts the second."""
 
     async def pool_applied(_: SimService) -> bool:
         return "burst" in await store.counters()
 
-    async with World(burst(0), nats_server_url, store) as world:
+    async with World(burst(0), bus, store) as world:
         await world.until(pool_applied)
         orphan, adopted = claim_for(world.sim, "burst-orphan"), claim_for(world.sim, "burst-adopted")
         await store.reserve_launch([orphan, adopted], occurred_at=world.clock.now(), producer="scheduler")
@@ -220,7 +223,7 @@ async def test_claims_a_dead_leader_reserved_are_launched_once_or_adopted(store,
     assert result.replay.violations == [] and result.counters_match, result.mismatches
 
 
-async def test_nodes_are_sized_for_their_daemonset_pods(store, migrated_url, nats_server_url):
+async def test_nodes_are_sized_for_their_daemonset_pods(store, migrated_url, bus):
     """A 1-cpu pod fits a 2-cpu type's allocatable, but not beside the agent's 1-cpu DaemonSet
     pod: the pass counts the overhead the watcher reported, so every pod and agent runs."""
     document = burst(6)
@@ -232,16 +235,14 @@ async def test_nodes_are_sized_for_their_daemonset_pods(store, migrated_url, nat
         agents = [p for p in s.world.cluster.pods.values() if p.owner_name == "agent"]
         return pods_running(s, 6) and len(agents) == len(s.world.cluster.nodes) and all(p.node_name for p in agents)
 
-    sim = await play(document, migrated_url, nats_server_url, store, all_running)
+    sim = await play(document, bus, store, all_running)
     assert {i.instance_type.cpu for i in sim.world.cloud.instances.values()} == {4}
 
 
-async def test_a_leader_that_loses_its_lock_steps_down_and_leadership_is_taken_anew(
-    store, migrated_url, nats_server_url
-):
+async def test_a_leader_that_loses_its_lock_steps_down_and_leadership_is_taken_anew(store, migrated_url, bus):
     """The leader's lock connection is killed in the middle of a burst: a replica (either one)
     leads again on a new session, the burst completes, and no pod gets two claims."""
-    async with World(burst(60), nats_server_url, store) as world:
+    async with World(burst(60), bus, store) as world:
         world.start_schedulers(2)
 
         async def some_claims(_: SimService) -> bool:
@@ -264,9 +265,7 @@ async def test_a_leader_that_loses_its_lock_steps_down_and_leadership_is_taken_a
     assert result.replay.violations == [] and result.counters_match, result.mismatches
 
 
-async def test_a_reclaimed_spot_instance_stops_counting_and_its_pods_get_a_new_node(
-    store, migrated_url, nats_server_url
-):
+async def test_a_reclaimed_spot_instance_stops_counting_and_its_pods_get_a_new_node(store, migrated_url, bus):
     """Upstream's garbage collection: the cloud reclaims a node's instance; its claim is recorded
     terminated, so a pool at its node limit can replace it and every pod runs again."""
     document = burst(6, {"nodes": "2"})
@@ -278,7 +277,7 @@ async def test_a_reclaimed_spot_instance_stops_counting_and_its_pods_get_a_new_n
         ended = [d async for page in store.read_types(["NodeClaimTerminated"]) for _, d in page]
         return bool(ended) and pods_running(s, 6) and len(s.world.cloud.running()) == 2
 
-    sim = await play(document, migrated_url, nats_server_url, store, replaced)
+    sim = await play(document, bus, store, replaced)
     (ended,) = [d async for page in store.read_types(["NodeClaimTerminated"]) for _, d in page]
     assert ended["reason"] == "InstanceTerminated"
     assert len(sim.world.cloud.instances) == 3  # the reclaimed one, the survivor, its replacement

@@ -8,8 +8,9 @@ from typing import ClassVar
 import pytest
 from pydantic import ValidationError
 
+from shared.bus.names import BusNames
 from shared.events import contracts as c
-from shared.events.envelope import Metadata, RecordedEvent, subject
+from shared.events.envelope import Metadata, RecordedEvent
 from shared.events.registry import REGISTRY, Registry, UnknownEventType
 from tests.factories import applied, created, decided, new
 
@@ -24,26 +25,27 @@ def test_every_contract_is_registered_once_with_a_version():
 @pytest.mark.parametrize(
     ("event", "stream", "subject_"),
     [
-        (applied("web"), "nodepool-web", "nodewright.events.nodepool.NodePoolApplied"),
-        (created("web-x1", "web"), "nodeclaim-web-x1", "nodewright.events.nodeclaim.NodeClaimCreated"),
-        (decided("d-1", "web", "Drifted", ["a"]), "disruption-d-1", "nodewright.events.disruption.DisruptionDecided"),
-        (c.PodPending(namespace="ns", name="p"), "pod-ns/p", "nodewright.events.pod.PodPending"),
-        (c.NodeDeleted(node="ip-1"), "node-ip-1", "nodewright.events.node.NodeDeleted"),
+        (applied("web"), "nodepool-web", "default.events.nodepool.NodePoolApplied"),
+        (created("web-x1", "web"), "nodeclaim-web-x1", "default.events.nodeclaim.NodeClaimCreated"),
+        (decided("d-1", "web", "Drifted", ["a"]), "disruption-d-1", "default.events.disruption.DisruptionDecided"),
+        (c.PodPending(namespace="ns", name="p"), "pod-ns/p", "default.events.pod.PodPending"),
+        (c.NodeDeleted(node="ip-1"), "node-ip-1", "default.events.node.NodeDeleted"),
         (
             c.DaemonSetApplied(namespace="kube-system", name="agent"),
             "daemonset-kube-system/agent",
-            "nodewright.events.daemonset.DaemonSetApplied",
+            "default.events.daemonset.DaemonSetApplied",
         ),
         (
             c.DaemonSetDeleted(namespace="kube-system", name="agent"),
             "daemonset-kube-system/agent",
-            "nodewright.events.daemonset.DaemonSetDeleted",
+            "default.events.daemonset.DaemonSetDeleted",
         ),
     ],
 )
 def test_streams_and_subjects(event, stream, subject_):
     assert event.stream_id == stream
-    assert subject(event.stream_id, event.TYPE) == subject_
+    assert BusNames().event_subject(event.stream_id, event.TYPE) == subject_
+    assert BusNames("blue-2").event_subject(event.stream_id, event.TYPE) == subject_.replace("default.", "blue-2.", 1)
 
 
 @pytest.mark.parametrize(
@@ -164,4 +166,5 @@ def test_recorded_events_round_trip_through_json():
     )
     assert RecordedEvent.from_json_dict(recorded.to_json_dict()) == recorded
     assert recorded.metadata == Metadata("test", None, "corr-1")
-    assert recorded.subject == "nodewright.events.nodeclaim.NodeClaimCreated"
+    assert BusNames().event_subject(recorded.stream_id, recorded.type) == "default.events.nodeclaim.NodeClaimCreated"
+    assert BusNames("blue").event_subject(recorded.stream_id, recorded.type) == "blue.events.nodeclaim.NodeClaimCreated"

@@ -1,0 +1,140 @@
+"""Who may say what on the bus: one NATS user per service, each allowed its own subjects only.
+
+Only the relay publishes events; only the services that act on the world send the sim's
+commands (the scheduler launches, termination drains and deletes, the watcher reads and writes
+NodePool status); every consumer may create consumers on its deployment's stream and publish
+its own dead letters; nobody is anonymous. `server_config` writes the `authorization` block of
+a nats-server configuration for one or more deployments; `nodewright up` and the test fixtures
+start nats-server with it, and hand each service its own user and password.
+
+User names are `<deployment>-<service>`; a service's inbox prefix is `_INBOX.<deployment>.<service>`,
+so replies and push deliveries to it reach no other user.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.bus.names import BusNames
+
+SERVICES = ("relay", "scheduler", "watcher", "disruption", "termination", "sim", "cli")
+"""Every identity a deployment has. `cli` reads the stream (dead letters) and sends nothing."""
+
+_SIM_READS = ("cluster.snapshot", "cluster.changes")
+_SIM_BY_SERVICE: dict[str, tuple[str, ...]] = {
+    "scheduler": ("cloud.instance-types", "cloud.create", "cloud.list", "cluster.event"),
+    "watcher": (*_SIM_READS, "cluster.nodepool-condition"),
+    "disruption": ("cloud.instance-types", "cloud.list", "cluster.event"),
+    "termination": (
+        "cluster.taint",
+        "cluster.untaint",
+        "cluster.evict",
+        "cluster.delete-pod",
+        "cluster.delete-node",
+        "cluster.event",
+        "cloud.delete",
+        "cloud.list",
+    ),
+}
+_CONSUMERS = ("scheduler", "disruption", "termination", "cli")
+
+
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+    responses: bool = False
+    """Whether it may answer requests sent to it (the sim), whatever the reply subject."""
+
+
+def user_name(names: BusNames, service: str) -> str:
+    return f"{names.deployment}-{service}"
+
+
+def permissions(names: BusNames, service: str) -> Permissions:
+    if service not in SERVICES:
+        raise ValueError(f"no bus identity for {service!r}: one of {', '.join(SERVICES)}")
+    stream = names.stream
+    publish: list[str] = []
+    subscribe = [f"{names.inbox(service)}.>"]
+    if service in _CONSUMERS or service == "relay":
+        publish += ["$JS.API.INFO", f"$JS.API.STREAM.INFO.{stream}", f"$JS.API.STREAM.MSG.GET.{stream}"]
+    if service in _CONSUMERS:
+        publish += [
+            f"$JS.API.CONSUMER.CREATE.{stream}",
+            f"$JS.API.CONSUMER.CREATE.{stream}.>",
+            f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.>",
+            f"$JS.API.CONSUMER.INFO.{stream}.>",
+            f"$JS.API.CONSUMER.MSG.NEXT.{stream}.>",
+            f"$JS.ACK.{stream}.>",
+            f"$JS.FC.{stream}.>",
+        ]
+        if service != "cli":
+            publish.append(names.dead(service))
+    if service == "relay":
+        publish += [names.events, f"$JS.API.STREAM.CREATE.{stream}", f"$JS.API.STREAM.UPDATE.{stream}"]
+    publish += [names.sim(request) for request in _SIM_BY_SERVICE.get(service, ())]
+    if service == "watcher":
+        subscribe.append(names.sim_watch)
+    if service == "sim":
+        publish.append(names.sim_watch)
+        subscribe += [names.sim("cluster.>"), names.sim("cloud.>")]
+        return Permissions(tuple(publish), tuple(subscribe), responses=True)
+    return Permissions(tuple(publish), tuple(subscribe))
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    user: str
+    password: str = field(repr=False)
+
+
+def generate(deployments: Iterable[BusNames]) -> dict[str, Identity]:
+    """A fresh random password for every service of every deployment, by user name."""
+    out = {}
+    for names in deployments:
+        for service in SERVICES:
+            user = user_name(names, service)
+            out[user] = Identity(user, secrets.token_urlsafe(24))
+    return out
+
+
+def server_config(
+    deployments: Iterable[BusNames],
+    identities: Mapping[str, Identity],
+    *,
+    extra_users: Iterable[Mapping[str, Any]] = (),
+) -> str:
+    """The `authorization` block of a nats-server configuration (JSON, which its format reads):
+    each deployment's services with their permissions. A user missing from `identities` is left
+    out, so it cannot connect at all."""
+    users: list[Mapping[str, Any]] = []
+    for names in deployments:
+        for service in SERVICES:
+            identity = identities.get(user_name(names, service))
+            if identity is None:
+                continue
+            granted = permissions(names, service)
+            allowed: dict[str, Any] = {
+                "publish": {"allow": list(granted.publish)},
+                "subscribe": {"allow": list(granted.subscribe)},
+            }
+            if granted.responses:
+                allowed["allow_responses"] = True
+            users.append({"user": identity.user, "password": identity.password, "permissions": allowed})
+    users.extend(extra_users)
+    return "authorization: " + json.dumps({"users": users}, indent=2) + "\n"
+
+
+def write_server_config(path: Path, text: str) -> Path:
+    """Written readable by its owner only: it holds every password."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(text, encoding="utf-8")
+    return path

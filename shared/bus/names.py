@@ -1,0 +1,105 @@
+"""Every name a deployment owns on the bus, built in one place.
+
+A deployment name (`NODEWRIGHT_DEPLOYMENT`, default `default`) prefixes the stream, every subject
+(events, dead letters, the sim's requests) and every message id, so two deployments sharing one
+NATS server never see, nor de-duplicate, each other's messages.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from shared.events.envelope import stream_kind
+
+DEFAULT_DEPLOYMENT = "default"
+_DEPLOYMENT = re.compile(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?")
+
+MSG_ID = "Nats-Msg-Id"
+POSITION = "Nodewright-Position"
+"""The log position of the event a message carries, beside its body."""
+REASON = "Nodewright-Dead-Reason"
+ORIGINAL_SUBJECT = "Nodewright-Original-Subject"
+DEAD_SERVICE = "Nodewright-Service"
+
+SIM_REQUESTS = (
+    "cluster.snapshot",
+    "cluster.changes",
+    "cluster.taint",
+    "cluster.untaint",
+    "cluster.evict",
+    "cluster.delete-pod",
+    "cluster.delete-node",
+    "cluster.nodepool-condition",
+    "cluster.event",
+    "cloud.instance-types",
+    "cloud.create",
+    "cloud.delete",
+    "cloud.list",
+)
+"""The sim's request subjects, each under `<deployment>.sim.`."""
+
+
+class BadDeployment(ValueError):
+    pass
+
+
+def check_deployment(name: str) -> str:
+    """A deployment name is a lowercase DNS label of at most 32 characters: it becomes a subject
+    token, part of a stream name and of every user name."""
+    if not _DEPLOYMENT.fullmatch(name):
+        raise BadDeployment(
+            f"NODEWRIGHT_DEPLOYMENT {name!r}: must be 1-32 lowercase letters, digits or '-',"
+            " starting and ending with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class BusNames:
+    deployment: str = DEFAULT_DEPLOYMENT
+
+    def __post_init__(self) -> None:
+        check_deployment(self.deployment)
+
+    @property
+    def stream(self) -> str:
+        return f"{self.deployment}_NODEWRIGHT"
+
+    @property
+    def events(self) -> str:
+        """Every event subject: `<deployment>.events.<stream kind>.<EventType>`."""
+        return f"{self.deployment}.events.>"
+
+    def event_subject(self, stream_id: str, event_type: str) -> str:
+        return f"{self.deployment}.events.{stream_kind(stream_id)}.{event_type}"
+
+    def event_type_subject(self, kind: str, event_type: str) -> str:
+        return f"{self.deployment}.events.{kind}.{event_type}"
+
+    def dead(self, service: str) -> str:
+        return f"{self.deployment}.dead.{service}"
+
+    @property
+    def all_dead(self) -> str:
+        return f"{self.deployment}.dead.>"
+
+    def msg_id(self, event_id: uuid.UUID | str) -> str:
+        """JetStream de-duplicates by this: the event id, in this deployment only."""
+        return f"{self.deployment}:{event_id}"
+
+    def dead_msg_id(self, service: str, original: str) -> str:
+        return f"{self.deployment}:dead:{service}:{original}"
+
+    def sim(self, request: str) -> str:
+        """`<deployment>.sim.<request>`, for one of SIM_REQUESTS or `watch`."""
+        return f"{self.deployment}.sim.{request}"
+
+    @property
+    def sim_watch(self) -> str:
+        return self.sim("watch")
+
+    def inbox(self, user: str) -> str:
+        """The inbox prefix of a user: replies and push deliveries to it, and nobody else."""
+        return f"_INBOX.{self.deployment}.{user}"

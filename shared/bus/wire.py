@@ -1,0 +1,64 @@
+"""What a consumer accepts from the stream: an event envelope whose subject, headers and stream
+agree with its body, and whose payload keeps its contract. Anything else is `Malformed`, and goes
+to the dead letters (`shared.bus.consumer`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from nats.aio.msg import Msg
+from pydantic import ValidationError
+
+from shared.bus.names import MSG_ID, POSITION, BusNames
+from shared.events.contracts import Event
+from shared.events.envelope import RecordedEvent
+from shared.events.registry import REGISTRY, UnknownEventType
+
+
+class Malformed(ValueError):
+    """A message that is not a valid nodewright event where it was found."""
+
+
+def problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+
+
+def contract(recorded: RecordedEvent) -> Event:
+    """The payload as its contract, upcast to the current schema; Malformed says why not."""
+    try:
+        return REGISTRY.decode(recorded.type, recorded.schema_version, recorded.data)
+    except UnknownEventType as exc:
+        raise Malformed(str(exc)) from None
+    except ValidationError as exc:
+        raise Malformed(f"the payload breaks its contract: {problems(exc)}") from None
+
+
+def decode(body: bytes) -> RecordedEvent:
+    """An envelope from its JSON (for readers outside a typed handler)."""
+    try:
+        return RecordedEvent.from_json_dict(orjson.loads(body))
+    except orjson.JSONDecodeError as exc:
+        raise Malformed(f"not JSON: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Malformed(f"not an event envelope: {exc!r}") from None
+
+
+def check_delivery(raw: Msg, recorded: RecordedEvent, names: BusNames) -> None:
+    """The message came from this deployment's stream, on the subject of its type and stream,
+    with the id and position of its body: a message published anywhere else, or relabelled, is
+    refused however valid its payload."""
+    stream = raw.metadata.stream if raw.metadata else None
+    if stream != names.stream:
+        raise Malformed(f"delivered from stream {stream!r}, not {names.stream!r}")
+    expected = names.event_subject(recorded.stream_id, recorded.type)
+    if raw.subject != expected:
+        raise Malformed(
+            f"subject {raw.subject!r} does not match the event: {recorded.type} of stream"
+            f" {recorded.stream_id!r} is published on {expected!r}"
+        )
+    headers: dict[str, Any] = raw.headers or {}
+    if headers.get(MSG_ID) != names.msg_id(recorded.event_id):
+        raise Malformed(f"header {MSG_ID} {headers.get(MSG_ID)!r} is not {names.msg_id(recorded.event_id)!r}")
+    if headers.get(POSITION) != str(recorded.position):
+        raise Malformed(f"header {POSITION} {headers.get(POSITION)!r} is not the body's position {recorded.position}")

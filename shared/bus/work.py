@@ -1,0 +1,75 @@
+"""A work consumer: replicas of a service share the work of one event type.
+
+All replicas pull from one durable consumer on the deployment's stream, named after the service
+and the type (`<service>-<EventType>`), so each message goes to one replica at a time; one that
+is not acknowledged within `ack_wait` seconds (its replica died, or hangs) goes to another.
+Delivery is at least once, so handlers must be idempotent (a deterministic event id for what they
+append, an act that is safe to repeat). A handler that works longer than `ack_wait` says so with
+`still_working()`. Failures are the guard's (`shared.bus.consumer`): a server out of reach brings
+the message back later, anything else up to `max_deliver` times and then to the dead letters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from faststream import AckPolicy
+from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsRouter, PullSub
+
+from shared.bus.consumer import MAX_DELIVER, Policy, delivery
+from shared.bus.service import ServiceShell
+from shared.bus.wire import check_delivery, contract
+from shared.events.contracts import Event
+from shared.events.envelope import RecordedEvent
+from shared.events.registry import REGISTRY
+
+ACK_WAIT = 30.0
+FETCH = 16
+"""Messages a replica takes at once (handled concurrently)."""
+POLL = 5.0
+"""Seconds one pull waits on the server when there is no work: an idle replica asks this often."""
+
+Handler = Callable[[RecordedEvent, Event], Awaitable[None]]
+
+
+async def still_working() -> None:
+    """Tell the server the running handler is alive: its message is not redelivered for another
+    `ack_wait` seconds."""
+    await delivery().in_progress()
+
+
+class WorkConsumer:
+    def __init__(
+        self,
+        shell: ServiceShell,
+        event_type: str,
+        handle: Handler,
+        *,
+        ack_wait: float = ACK_WAIT,
+        max_deliver: int = MAX_DELIVER,
+        fetch: int = FETCH,
+    ) -> None:
+        REGISTRY.contract(event_type)  # a typo fails at start-up, not in production
+        self.shell, self.event_type, self.handle = shell, event_type, handle
+        self.durable = f"{shell.name}-{event_type}"
+        self.policy = Policy(self.durable, shell.dead, shell.outcomes, max_deliver=max_deliver)
+        names = shell.names
+        router = NatsRouter()
+        self.subscriber = router.subscriber(
+            names.event_type_subject("*", event_type),
+            stream=JStream(names.stream, declare=False),
+            durable=self.durable,
+            deliver_policy=DeliverPolicy.ALL,
+            pull_sub=PullSub(batch_size=fetch, timeout=POLL),
+            config=ConsumerConfig(ack_wait=ack_wait, max_deliver=-1),
+            ack_policy=AckPolicy.NACK_ON_ERROR,
+            title=f"{self.durable}:{event_type}",
+            description=f"{event_type} events, each to one replica of {shell.name}.",
+        )
+        self.subscriber(self.receive)
+        shell.router.include_router(router, middlewares=[self.policy.middleware()])
+
+    async def receive(self, event: RecordedEvent) -> None:
+        check_delivery(delivery(), event, self.shell.names)
+        await self.handle(event, contract(event))
+        self.policy.count("handled")

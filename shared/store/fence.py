@@ -1,0 +1,73 @@
+"""The arithmetic and the check of a leader fence (`shared.store.leader` explains the protocol).
+
+A fence names a session advisory lock and the backend that held it when it was taken. A fenced
+write takes the lock's companion key shared and, in the same transaction, checks that the lock
+is still granted to that backend; a new leader takes the companion key exclusively once, so it
+waits for every fenced write that passed its check, and for nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+# The companion of a leader key is the key XOR this mask ("NWFENCE\0" in ASCII). The mask is
+# nonzero, so the two keys always differ; its top bit is clear, so the XOR leaves the sign bit
+# alone and a signed 64-bit key stays one; and it is its own inverse, so no two leader keys share
+# a companion. Do not use a key and its companion as two leader keys.
+COMPANION_MASK = 0x4E57_4645_4E43_4500
+
+
+def companion_key(key: int) -> int:
+    """The advisory key fenced appends hold shared while they run (`shared.store.leader`)."""
+    return key ^ COMPANION_MASK
+
+
+def advisory_lock_id(key: int) -> tuple[int, int]:
+    """How `pg_locks` shows an advisory lock on a bigint key: (classid, objid), its high and low
+    32 bits as unsigned numbers (objsubid is 1)."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    return unsigned >> 32, unsigned & 0xFFFF_FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What a fenced append proves it still holds: the session advisory lock `key`, granted to the
+    backend `pid` that started at `started` (the pid alone could be reused by a later backend).
+    While it checks and until its transaction ends, it holds `companion_key(key)` shared."""
+
+    key: int
+    pid: int
+    started: datetime
+
+    @property
+    def companion(self) -> int:
+        return companion_key(self.key)
+
+
+# The fence check, one statement: the transaction first takes the fence's companion key shared
+# (the CTE runs before the correlated test that reads it; the lock is held until the transaction
+# ends), then asks the lock manager, live, whether the leader lock is still the fence's. A leader
+# that takes the lock over then takes the companion key exclusively (`shared.store.leader`): it
+# waits for every reservation that passed its check, and any that takes the shared lock after it
+# finds the leader lock held by the new leader. Advisory locks on a bigint key are stored split:
+# high 32 bits in classid, low in objid, objsubid 1.
+FENCE_CHECK = """
+WITH shared AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($5::bigint) AS taken)
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid AND l.objsubid = 1
+      AND l.pid = $3 AND l.granted AND shared.taken IS NOT NULL
+      AND (SELECT a.backend_start FROM pg_stat_get_activity($3) AS a) = $4
+)
+FROM shared
+"""
+
+
+async def fence_holds(raw: asyncpg.Connection, fence: Fence) -> bool:
+    """Within the caller's transaction: take the companion key shared (held until it ends) and
+    say whether the fence's lock is still granted to its backend."""
+    classid, objid = advisory_lock_id(fence.key)
+    return bool(await raw.fetchval(FENCE_CHECK, classid, objid, fence.pid, fence.started, fence.companion))
