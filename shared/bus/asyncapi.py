@@ -8,9 +8,11 @@ connects: the brokers are only declared.
 
 from __future__ import annotations
 
+import json as _json
 from datetime import datetime
 from typing import Any
 
+import yaml
 from faststream.nats import NatsRouter
 from faststream.specification import AsyncAPI
 from pydantic import BaseModel, Field, create_model
@@ -116,5 +118,9 @@ def document(names: BusNames | None = None, *, version: str = "0.1.0") -> AsyncA
 
 
 def render(names: BusNames | None = None, *, json: bool = False) -> str:
-    specification = document(names).to_specification()
-    return specification.to_json() if json else specification.to_yaml()
+    """The document, its maps in key order: faststream's own order follows set iteration, which
+    changes from one interpreter to the next, and the committed copy must compare equal."""
+    data = document(names).to_specification().to_jsonable()
+    if json:
+        return _json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return yaml.safe_dump(data, sort_keys=True, allow_unicode=True)

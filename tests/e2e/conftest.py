@@ -7,6 +7,14 @@ from tests.integration.conftest import (
     migrated_url,
     nats_server_url,
     session_bus,
+    temporary_database,
 )
 
-__all__ = ["database_server_url", "fresh_database_url", "migrated_url", "nats_server_url", "session_bus"]
+__all__ = [
+    "database_server_url",
+    "fresh_database_url",
+    "migrated_url",
+    "nats_server_url",
+    "session_bus",
+    "temporary_database",
+]

@@ -8,9 +8,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import aiohttp
 import nats
@@ -94,6 +98,11 @@ async def projection(store: EventStore, bus: BusSettings, **kwargs) -> tuple[Run
     return running, consumer, seen
 
 
+def filled(consumer: ProjectionConsumer) -> float:
+    """Events the consumer read from the store rather than the bus."""
+    return sum(s.value for s in consumer.filled_total.collect()[0].samples if s.name.endswith("_total"))
+
+
 def envelope(event: RecordedEvent, **changes) -> bytes:
     return json.dumps({**event.to_json_dict(), **changes}).encode()
 
@@ -123,8 +132,7 @@ async def test_a_consumer_started_after_10000_events_catches_up_then_follows(sto
         await relay.drain()
         await until(lambda: consumer.position == after[-1])
         assert seen.positions == before + after  # each once, in order
-        (filled,) = [s.value for s in consumer.filled_total.collect()[0].samples if s.name.endswith("_total")]
-        assert filled == len(before)  # the rest came by the bus
+        assert filled(consumer) == len(before)  # the rest came by the bus
         assert consumer.subscriber is not None and consumer.config.opt_start_seq == len(before) + 1
     finally:
         await running.stop()
@@ -217,6 +225,10 @@ async def test_messages_that_are_not_what_they_say_go_to_the_dead_letters(store:
         assert "breaks its contract" in reasons[2] and "namespace" in reasons[2]
         assert "Nodewright-Position" in reasons[3]
         assert all(d.service == "scheduler" for d in letters)
+        listed = await asyncio.to_thread(dead_command, bus, "--service", "scheduler", "--output", "json")
+        assert [d["reason"] for d in json.loads(listed)] == reasons
+        assert "no dead letters" in await asyncio.to_thread(dead_command, bus, "--service", "termination")
+        assert "does not match the event" in await asyncio.to_thread(dead_command, bus)
     finally:
         await running.stop()
         await nc.close()
@@ -233,6 +245,42 @@ async def test_an_event_the_projection_cannot_apply_is_stepped_over_after_its_tr
         await relay.drain()
         await until(lambda: consumer.position == positions[-1])
         assert seen.positions == [positions[0], *positions[2:]]
+    finally:
+        await running.stop()
+        await nc.close()
+
+
+def dead_command(bus: BusSettings, *args: str) -> str:
+    """`nodewright events dead ...` as a user runs it, on this test's deployment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
+    env |= {"NODEWRIGHT_NATS_URL": bus.url, "NODEWRIGHT_DEPLOYMENT": bus.names.deployment}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "nodewright"), "events", "dead", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_a_consumer_the_server_lost_is_made_again_from_the_last_message_handled(
+    store: EventStore, bus: BusSettings
+):
+    nc = await admin(bus)
+    relay = OutboxRelay(store, nc.jetstream(), bus.names)
+    running, consumer, seen = await projection(store, bus)
+    try:
+        first = await pods(store, 20)
+        await relay.drain()
+        await until(lambda: consumer.position == first[-1])
+        await nc.jetstream().delete_consumer(bus.names.stream, consumer.durable)  # as a server that lost it
+        later = await pods(store, 20, start=20)
+        await relay.drain()
+        await until(lambda: consumer.position == later[-1], timeout=20)
+        assert seen.positions == first + later
+        assert filled(consumer) == 0  # all of it by the bus, from the next message on
     finally:
         await running.stop()
         await nc.close()

@@ -1,0 +1,97 @@
+"""A whole system in one test process: the sim, the relay, the watcher and scheduler replicas,
+on a shared accelerated clock and a bus deployment of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+from services.relay.service import RelayService
+from services.scheduler.service import SchedulerService
+from services.sim.service import SimService
+from services.watcher.service import WatcherService
+from shared.adapters.sim import SimClient
+from shared.api.scenario import parse_scenario
+from shared.bus.connection import BusSettings
+from shared.clock import AcceleratedClock
+from tests.conftest import nodepool_doc
+from tests.factories import scenario_doc
+
+START = datetime(2026, 11, 23, 9, tzinfo=UTC)
+
+
+def burst(replicas: int, limits: dict | None = None) -> dict:
+    pool = nodepool_doc(**{"metadata.name": "burst"})
+    pool["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "sim.nodewright.dev/instance-cpu", "operator": "In", "values": ["4", "8", "16"]}
+    ]
+    pool["spec"]["template"]["metadata"] = {"labels": {"team": "a"}}
+    if limits:
+        pool["spec"]["limits"] = limits
+    return scenario_doc(
+        "burst",
+        duration="2h",
+        cloud={"instanceTypes": 120, "launchLatency": "30s", "registrationLatency": "20s"},
+        nodePools=[pool],
+        workloads=[{"name": "web", "replicas": 0, "requests": {"cpu": "1", "memory": "1Gi"}}],
+        timeline=[{"at": "1m", "scale": {"workload": "web", "replicas": replicas}}],
+    )
+
+
+class World:
+    """The sim, the relay, the watcher and `schedulers` scheduler replicas on a shared accelerated
+    clock, on a deployment of the test's own; more schedulers can be started later."""
+
+    def __init__(self, document: dict, bus: BusSettings, store) -> None:
+        self.clock = AcceleratedClock(START, speed=60)
+        self.sim = SimService(parse_scenario(document), self.clock, bus)
+        self.bus, self.store = bus, store
+        self.stopping = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.schedulers: list[SchedulerService] = []
+
+    async def __aenter__(self) -> World:
+        self.client = await SimClient.connect(self.bus)
+        self.tasks.append(asyncio.create_task(self.sim.run(self.stopping)))
+        self.relay = RelayService(self.store, self.bus)
+        self.tasks.append(asyncio.create_task(self.relay.run(self.stopping)))
+        await asyncio.sleep(0.5)
+        watcher = WatcherService(self.store, self.client, self.clock, self.bus)
+        self.tasks.append(asyncio.create_task(watcher.run(self.stopping)))
+        return self
+
+    def start_schedulers(self, replicas: int = 1) -> None:
+        for _ in range(replicas):
+            scheduler = SchedulerService(self.store, self.client, self.clock, self.bus, cluster=self.client)
+            self.schedulers.append(scheduler)
+            self.tasks.append(asyncio.create_task(scheduler.run(self.stopping)))
+
+    async def until(self, condition, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while not await _holds(condition, self.sim):
+            assert time.monotonic() < deadline, "timed out"
+            assert not any(t.done() for t in self.tasks), [t.exception() for t in self.tasks if t.done()]
+            await asyncio.sleep(0.2)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stopping.set()
+        await asyncio.wait_for(asyncio.gather(*self.tasks), 30)
+        await self.client.close()
+
+
+async def _holds(condition, sim: SimService) -> bool:
+    held = condition(sim)
+    return bool(await held) if asyncio.iscoroutine(held) else bool(held)
+
+
+async def play(document: dict, bus: BusSettings, store, until, replicas: int = 1) -> SimService:
+    async with World(document, bus, store) as world:
+        world.start_schedulers(replicas)
+        await world.until(until)
+    return world.sim
+
+
+def pods_running(sim: SimService, n: int) -> bool:
+    pods = [p for p in sim.world.cluster.pods.values() if p.owner_name == "web"]
+    return len(pods) == n and all(p.node_name for p in pods)
