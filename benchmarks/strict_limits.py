@@ -21,6 +21,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from benchmarks._batcher import AppendBatcher
 from benchmarks._db import bench_database
 from benchmarks.store import pool_object
 from shared.config import driver_params
@@ -29,7 +30,6 @@ from shared.events.envelope import NewEvent
 from shared.policy.audit import Replay
 from shared.policy.counters import LimitExceeded
 from shared.runtime import loop
-from shared.store.batching import AppendBatcher
 from shared.store.eventstore import NO_STREAM, EventStore
 
 AT = datetime(2026, 11, 23, 12, tzinfo=UTC)

@@ -22,6 +22,11 @@ FORCEFUL_REASONS = frozenset({"Expired", "OverLimit"})
 DISRUPTION_REASONS = frozenset(r.value for r in DisruptionReason) | FORCEFUL_REASONS
 
 
+def stream_name(kind: str, key: str) -> str:
+    """Every stream id is `<kind>-<key>`: `nodeclaim-web-x1`, `pod-default/web-0`."""
+    return f"{kind}-{key}"
+
+
 class Event(BaseModel):
     """The base of every contract; `TYPE` and `SCHEMA_VERSION` name it on the wire."""
 
@@ -33,7 +38,12 @@ class Event(BaseModel):
 
     @property
     def stream_id(self) -> str:
-        return f"{self.STREAM_KIND}-{self._stream_key()}"
+        return stream_name(self.STREAM_KIND, self._stream_key())
+
+    @classmethod
+    def stream_of(cls, key: str) -> str:
+        """The stream of the object `key` names, for a reader that has no event in hand."""
+        return stream_name(cls.STREAM_KIND, key)
 
     def _stream_key(self) -> str:
         raise TypeError(f"{type(self).__name__} must say which stream it belongs to")

@@ -22,6 +22,7 @@ from shared.policy.counters import (
     Rule,
     is_forceful,
 )
+from shared.policy.touches import named_claims
 
 
 class LogEntry(NamedTuple):
@@ -93,7 +94,7 @@ class Replay:
         not the log's order, so the fold goes on).
 
         This loop runs a million times per audit: tallies are kept in locals, and what
-        `counted_pool` and `_mention` say is inlined."""
+        `counted_pool` says is inlined."""
         claim = self.explain.removeprefix("nodeclaim-") if self.explain else None
         until = self.until
         pools, claims, mentioned = self.pools, self.claims, self.mentioned
@@ -117,7 +118,7 @@ class Replay:
                 elif event_type == "DisruptionDecided":
                     disruptions += 1
                 pool = pools.get(name) or self.pool(name)
-                explaining = claim is not None and _mentions(claim, data)
+                explaining = claim is not None and claim in named_claims(data)
                 rule, step = steps[event_type]
                 try:
                     outcome = OK if rule is None else rule(pool, claims, data, occurred_at, explaining)
@@ -126,12 +127,8 @@ class Replay:
                     self._violation(entry, Rule.PAYLOAD, f"{event_type} is malformed: {exc!r}")
                     continue
                 finally:
-                    if mentioned is not None:  # after the step: a claim it created is this part's own
-                        mentioned_claim = data.get("nodeclaim")
-                        if isinstance(mentioned_claim, str) and mentioned_claim not in claims:
-                            mentioned.add(mentioned_claim)
-                        if "candidates" in data:
-                            _mention_candidates(mentioned, claims, data["candidates"])
+                    if mentioned is not None:  # after the step: a claim it holds now is this part's own
+                        mentioned.update(n for n in named_claims(data) if n not in claims)
                 pool.version += 1
                 pool.last_position = position
                 if outcome.violation is not None:
@@ -222,18 +219,6 @@ def split_pools(sizes: Mapping[str, int], parts: int) -> list[Partition]:
         Partition(tuple(sorted(bucket)), rest=index == 0, assigned=assigned if index == 0 else ())
         for index, bucket in enumerate(buckets)
     ]
-
-
-def _mentions(claim: str, data: dict[str, Any]) -> bool:
-    candidates = data.get("candidates")
-    return data.get("nodeclaim") == claim or (isinstance(candidates, list) and claim in candidates)
-
-
-def _mention_candidates(into: set[str], known: Mapping[str, Any], candidates: Any) -> None:
-    """Candidates a decision names that this part does not hold yet (the ones it holds are its
-    own, and cannot be another part's)."""
-    if isinstance(candidates, list):
-        into.update(c for c in candidates if isinstance(c, str) and c not in known)
 
 
 def _told(entry: LogEntry, record: dict[str, Any] | None, violation: Any) -> Chapter:

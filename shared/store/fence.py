@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import asyncpg
+if TYPE_CHECKING:
+    import asyncpg
 
 # The companion of a leader key is the key XOR this mask ("NWFENCE\0" in ASCII). The mask is
 # nonzero, so the two keys always differ; its top bit is clear, so the XOR leaves the sign bit

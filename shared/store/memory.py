@@ -10,7 +10,8 @@ still at the version the batch was checked against (`eventstore._WRITE`).
 
 A pool is remembered with its `since` (that s): the version a read found it at, kept for as long
 as this process's own appends follow each other. A claim is remembered with `at`: the version its
-pool had when this process last saw it.
+pool had when this process last saw it. A batch that fails (anything raised between its snapshot
+and its commit) makes the process forget its pools: the next append to them reads.
 
 All of this rests on versions never repeating: restore a database from a backup only with every
 writer stopped (a process would otherwise trust what it remembers of versions the restore undid).
@@ -18,10 +19,12 @@ writer stopped (a process would otherwise trust what it remembers of versions th
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
+from shared.events.contracts import NodeClaimEvent
 from shared.policy.counters import ClaimState, PoolCounters
 
 
@@ -49,9 +52,8 @@ class ClaimCache:
 
 class PoolCache:
     """Each pool's counters as this process's last append to it left them, with the version from
-    which every change to the pool was this process's own (`since`). A batch takes the entries it
-    uses out, and puts them back only once it committed: one that fails leaves no entry, and the
-    next append to that pool reads it again."""
+    which every change to the pool was this process's own (`since`). An entry is never changed:
+    a batch plans on copies, and a committed one puts its own in."""
 
     def __init__(self) -> None:
         self._pools: dict[str, tuple[PoolCounters, int]] = {}
@@ -62,12 +64,16 @@ class PoolCache:
     def since(self, name: str) -> int:
         return self._pools[name][1]
 
-    def take(self, name: str) -> PoolCounters:
-        return self._pools.pop(name)[0]
+    def get(self, name: str) -> PoolCounters:
+        return self._pools[name][0]
 
     def put(self, name: str, pool: PoolCounters, since: int) -> None:
         """Hand `pool` over: its batch is done with it."""
         self._pools[name] = (pool, since)
+
+    def forget(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._pools.pop(name, None)
 
 
 class SpecCache:
@@ -87,3 +93,37 @@ class SpecCache:
                 self._specs.clear()
             spec = self._specs[text] = orjson.loads(text)
         return spec
+
+
+class Memory:
+    """The three together, as one store keeps them."""
+
+    def __init__(self) -> None:
+        self.claims = ClaimCache()
+        self.pools = PoolCache()
+        self.specs = SpecCache()
+
+    def keep(
+        self,
+        pools: Mapping[str, PoolCounters],
+        claims: Mapping[str, ClaimState],
+        heads: Mapping[str, int],
+        since: Mapping[str, int],
+        loaded: Mapping[str, PoolCounters],
+    ) -> None:
+        """After the commit: the pools and claims as the batch left them. `loaded`: the pools as
+        the batch found them, to tell a spec the batch applied (the event's own dict, its
+        caller's to change) from the one it read."""
+        for name, pool in pools.items():
+            before = loaded.get(name)
+            if pool.spec is not None and (before is None or pool.spec is not before.spec):
+                pool.spec = self.specs.parse(orjson.dumps(pool.spec).decode())
+            self.pools.put(name, pool, since[name])
+        for name, state in claims.items():
+            pool = pools.get(state.nodepool)
+            stream = NodeClaimEvent.stream_of(name)
+            if stream in heads:
+                self.claims.put(name, heads[stream], state, pool.version if pool is not None else -1)
+
+    def forget(self, pools: Iterable[str]) -> None:
+        self.pools.forget(pools)

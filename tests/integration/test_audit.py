@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from services.cli.eventlog import audit_database, audit_file, export, fold_database, point_in_time
 from shared.events.contracts import DisruptionCancelled
@@ -60,20 +59,16 @@ async def workload(store: EventStore) -> None:
 async def plant(store: EventStore, event, at, position_hint: str = "") -> None:
     """Write an event straight into the table, past every check (what a buggy writer might do)."""
     version = await store.stream_version(event.stream_id) + 1
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            text(
-                "INSERT INTO events (event_id, stream_id, version, type, data, metadata, occurred_at) "
-                "VALUES (:id, :stream, :version, :type, CAST(:data AS jsonb), '{}'::jsonb, :at)"
-            ),
-            {
-                "id": uuid.uuid4(),
-                "stream": event.stream_id,
-                "version": version,
-                "type": event.TYPE,
-                "data": json.dumps(event.payload()),
-                "at": at,
-            },
+    async with store.driver_connection() as raw:
+        await raw.execute(
+            "INSERT INTO events (event_id, stream_id, version, type, data, metadata, occurred_at)"
+            " VALUES ($1, $2, $3, $4, $5::jsonb, '{}'::jsonb, $6)",
+            uuid.uuid4(),
+            event.stream_id,
+            version,
+            event.TYPE,
+            json.dumps(event.payload()),
+            at,
         )
 
 

@@ -221,18 +221,19 @@ async def test_a_reservation_in_flight_at_the_takeover_is_seen_by_the_new_leader
 ):
     """The former leader passed its fence check, then lost the lock before committing: the new
     leader's acquisition ends only after that commit, so its first read of the log has it."""
-    from shared.store import eventstore
+    from shared.store import fence as fences
 
     await seed(store, applied("p", {"nodes": "5"}))
     gate, checked = asyncio.Event(), asyncio.Event()
-    check = eventstore._Batch._check_fence
+    check = fences.fence_holds
 
-    async def check_and_hold(self, fence):
-        await check(self, fence)
+    async def check_and_hold(raw, fence):
+        held = await check(raw, fence)
         checked.set()
         await gate.wait()
+        return held
 
-    monkeypatch.setattr(eventstore._Batch, "_check_fence", check_and_hold)
+    monkeypatch.setattr(fences, "fence_holds", check_and_hold)
     former_store = EventStore.connect(migrated_url)
     try:
         former, successor = lock_on(former_store, locks), lock_on(store, locks)

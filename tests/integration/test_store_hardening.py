@@ -129,34 +129,38 @@ async def test_a_claim_moved_on_by_another_process_is_read_past_what_this_one_re
 
 @pytest.mark.parametrize("locked", [False, True], ids=["optimistic", "locked"])
 async def test_an_append_that_fails_before_it_commits_leaves_no_trace_in_what_the_store_remembers(
-    store: EventStore, monkeypatch: pytest.MonkeyPatch, locked: bool
+    store: EventStore, migrated_url: str, monkeypatch: pytest.MonkeyPatch, locked: bool
 ):
     """Optimistic, the write statement is the commit: the failure comes just before it. Locked,
     it comes between the write and the COMMIT. (A response lost after the server committed is
     a redelivery: the retry finds the stored event ids.)"""
-    from shared.store import eventstore
+    from shared.store import write as writes
     from tests.factories import launched
 
+    if locked:
+        store = EventStore.connect(migrated_url, memory=False, optimistic=False)
     await seed(store, applied("p", {"nodes": "5"}))
     first = created("c1", "p")
     await store.append(first.stream_id, NO_STREAM, [new(first)])
-    write = eventstore._Batch._write
-    if locked:
-        monkeypatch.setattr(eventstore, "_OPTIMISTIC_ATTEMPTS", 0)
+    write = writes.write_batch
 
-    async def write_then_fail(self, *args, **kwargs):
+    async def write_then_fail(raw, snapshot, planned):
         if locked:
-            await write(self, *args, **kwargs)
+            await write(raw, snapshot, planned)
         raise RuntimeError("connection lost before commit")
 
-    monkeypatch.setattr(eventstore._Batch, "_write", write_then_fail)
+    monkeypatch.setattr(writes, "write_batch", write_then_fail)
     moved = launched("c1", "p")
-    with pytest.raises(RuntimeError, match="before commit"):
-        await store.append(moved.stream_id, 1, [new(moved)])
-    monkeypatch.setattr(eventstore._Batch, "_write", write)
-    assert await store.stream_version(moved.stream_id) == 1
-    await store.append(moved.stream_id, 1, [new(moved)])  # the store still knows c1 at version 1
-    assert (await store.counters("p"))["p"].in_flight == 0
+    try:
+        with pytest.raises(RuntimeError, match="before commit"):
+            await store.append(moved.stream_id, 1, [new(moved)])
+        monkeypatch.setattr(writes, "write_batch", write)
+        assert await store.stream_version(moved.stream_id) == 1
+        await store.append(moved.stream_id, 1, [new(moved)])  # the store still knows c1 at version 1
+        assert (await store.counters("p"))["p"].in_flight == 0
+    finally:
+        if locked:
+            await store.close()
 
 
 async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_committed(
@@ -164,24 +168,24 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
 ):
     """The lock and the read share one statement, whose snapshot predates the wait: the store
     must notice that the pool moved and read again, or it would miss the holder's events."""
-    from shared.store import eventstore
+    from shared.store import write as writes
     from tests.factories import launched, terminated
 
-    monkeypatch.setattr(eventstore, "_OPTIMISTIC_ATTEMPTS", 0)  # the locked path, whose read can wait
+    store = EventStore.connect(migrated_url, memory=False, optimistic=False)  # the locked path, whose read can wait
     await seed(store, applied("p", {"nodes": "5"}))
     claim = created("c1", "p")
     await store.append(claim.stream_id, NO_STREAM, [new(claim)])
     gate = asyncio.Event()
-    write = eventstore._Batch._write
+    write = writes.write_batch
 
-    async def write_and_hold(self, written, pools, **kwargs):
-        done = await write(self, written, pools, **kwargs)
-        if any(r.event.type == "NodeClaimLaunched" for _, rows in written for r in rows):
+    async def write_and_hold(raw, snapshot, planned):
+        done = await write(raw, snapshot, planned)
+        if any(r.event.type == "NodeClaimLaunched" for r in planned.rows):
             await gate.wait()  # commit only when the other append is queued on the pool's row
         return done
 
-    monkeypatch.setattr(eventstore._Batch, "_write", write_and_hold)
-    holder = EventStore.connect(migrated_url)
+    monkeypatch.setattr(writes, "write_batch", write_and_hold)
+    holder = EventStore.connect(migrated_url, memory=False, optimistic=False)
     try:
         moved = launched("c1", "p")
         holding = asyncio.create_task(holder.append(moved.stream_id, 1, [new(moved)]))
@@ -202,6 +206,7 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
         assert await waiting == [4]  # the pool's event, the claim's three
     finally:
         await holder.close()
+        await store.close()
     counters = (await store.counters("p"))["p"]
     assert (counters.nodes, counters.in_flight) == (0, 0)
 
@@ -213,25 +218,25 @@ async def test_an_optimistic_append_whose_pool_moved_before_its_write_writes_not
     finds the pool's version moved, writes nothing, and the append is checked again against what
     the other store committed (here, its claim now takes the pool's last node)."""
     from shared.policy.counters import LimitExceeded
-    from shared.store import eventstore
+    from shared.store import write as write_module
 
     await seed(store, applied("p", {"nodes": "1"}))
     elsewhere = EventStore.connect(migrated_url)
-    write = eventstore._Batch._write
+    write = write_module.write_batch
     mine = created("c-mine", "p")
     writes: list[bool] = []
 
-    async def someone_else_first(self, written, pools, **kwargs):
-        ours = written[0][1][0].event.stream_id == mine.stream_id
+    async def someone_else_first(raw, snapshot, planned):
+        ours = bool(planned.rows) and planned.rows[0].event.stream_id == mine.stream_id
         if ours and not writes:
             other = created("c-other", "p")
             await elsewhere.append(other.stream_id, NO_STREAM, [new(other)])
-        done = await write(self, written, pools, **kwargs)
+        done = await write(raw, snapshot, planned)
         if ours:
-            writes.append(done)
+            writes.append(done is not None)
         return done
 
-    monkeypatch.setattr(eventstore._Batch, "_write", someone_else_first)
+    monkeypatch.setattr(write_module, "write_batch", someone_else_first)
     try:
         with pytest.raises(LimitExceeded):
             await store.append(mine.stream_id, NO_STREAM, [new(mine)])
@@ -252,11 +257,11 @@ async def test_an_optimistic_write_that_waits_on_a_pool_lock_checks_the_version_
     """The write statement queues behind a transaction that holds the pool's row and bumps its
     version. If that commits, the write sees the new version once it has the lock, writes nothing
     (no position drawn) and the append is checked again; if it rolls back, the write goes on."""
-    from shared.store import eventstore
+    from shared.store import write as write_module
 
     await seed(store, applied("p", {"nodes": "5"}))
     holder = await store.session_connection()
-    write = eventstore._Batch._write
+    write = write_module.write_batch
     writes: list[bool] = []
     finishing: list[asyncio.Task] = []
 
@@ -269,16 +274,17 @@ async def test_an_optimistic_write_that_waits_on_a_pool_lock_checks_the_version_
             await asyncio.sleep(0.01)
         await (transaction.commit() if holder_commits else transaction.rollback())
 
-    async def write_behind_holder(self, written, pools, **kwargs):
+    async def write_behind_holder(raw, snapshot, planned):
         if not finishing:
             transaction = holder.transaction()
             await transaction.start()
             await holder.execute("UPDATE nodepool_counters SET version = version + 1 WHERE nodepool = 'p'")
             finishing.append(asyncio.create_task(finish(transaction)))
-        writes.append(await write(self, written, pools, **kwargs))
-        return writes[-1]
+        done = await write(raw, snapshot, planned)
+        writes.append(done is not None)
+        return done
 
-    monkeypatch.setattr(eventstore._Batch, "_write", write_behind_holder)
+    monkeypatch.setattr(write_module, "write_batch", write_behind_holder)
     claim = created("c1", "p")
     try:
         (position,) = await store.append(claim.stream_id, NO_STREAM, [new(claim)])

@@ -1,4 +1,8 @@
-"""Micro-batching: many concurrent appends, few transactions.
+"""Micro-batching for the store benchmarks: many concurrent appends, few transactions.
+
+No service needs it (each batches what it has: the watcher a watch's changes, the scheduler its
+lifecycle steps, with `EventStore.append_units`), so it lives beside the benchmark that drives
+the store as a busy deployment would.
 
 Callers await `append_unit` as if alone; the batcher gathers whatever arrives while the previous
 transaction is in flight (up to `max_batch` units) and commits them together. Each unit keeps
