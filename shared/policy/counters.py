@@ -173,6 +173,23 @@ class PoolCounters:
     _policy: _PoolPolicy | None = None
     _policy_for: dict[str, Any] | None = None
 
+    def copy(self) -> PoolCounters:
+        """A twin to evolve separately: its maps are its own (the spec is shared, never changed)."""
+        return PoolCounters(
+            self.nodepool,
+            self.spec,
+            self.nodes,
+            self.in_flight,
+            self.initialized,
+            dict(self.resources),
+            dict(self.disrupting),
+            {k: list(v) for k, v in self.replacing.items()},
+            self.version,
+            self.last_position,
+            self._policy,
+            self._policy_for,
+        )
+
     def usage(self) -> dict[str, Decimal]:
         return {**self.resources, NODES_RESOURCE: Decimal(self.nodes)}
 

@@ -88,7 +88,9 @@ def _snapshot(source: Source, pools: dict[str, PoolCounters], known: Known, rows
             by_stream.setdefault(stream, []).append((kind, data))
     claims: dict[str, ClaimState] = {}
     for name, (_, state, _) in known.items():
-        state = fold_claim(by_stream.get(NodeClaimEvent.stream_of(name), ()), name, state)
+        events = by_stream.get(NodeClaimEvent.stream_of(name))
+        if events:  # the fold moves the state on in place: never the cache's own
+            state = fold_claim(events, name, state.copy() if state is not None else None)
         if state is not None:
             claims[name] = state
     since = {name: pool.version for name, pool in pools.items()}

@@ -31,9 +31,9 @@ from shared.policy.counters import ClaimState, PoolCounters
 class ClaimCache:
     """Claim states as of a stream version, and the pool version they were seen at. A stream
     never changes below its head, so a read fetches only the events after the version known
-    here (usually none: this process wrote them). `get` hands out a copy, because a batch
-    evolves its claims in place: a batch that does not commit leaves the cache as it was. `put`
-    takes the state over: its batch has committed and is done with it."""
+    here (usually none: this process wrote them). A state handed out is never changed by its
+    taker (a plan copies what it evolves, a read folds a copy), so a batch that does not commit
+    leaves the cache as it was. `put` takes the state over: its batch has committed."""
 
     def __init__(self, size: int = 200_000) -> None:
         self.size = size
@@ -41,8 +41,7 @@ class ClaimCache:
 
     def get(self, name: str) -> tuple[int, ClaimState | None, int]:
         """(stream version, state, pool version it was seen at); (0, None, -1) for a claim not known."""
-        known = self._states.get(name)
-        return (known[0], known[1].copy(), known[2]) if known else (0, None, -1)
+        return self._states.get(name) or (0, None, -1)
 
     def put(self, name: str, version: int, state: ClaimState, at: int) -> None:
         if len(self._states) >= self.size and name not in self._states:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from copy import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from pydantic import ValidationError
 from shared.events.contracts import NodeClaimEvent
 from shared.events.envelope import NewEvent
 from shared.events.registry import REGISTRY, UnknownEventType
-from shared.policy.counters import ClaimState, PoolCounters, ReservationError, check, evolve, raise_for
+from shared.policy.counters import ClaimState, PoolCounters, ReservationError, check, counted_pool, evolve, raise_for
 from shared.policy.touches import touches
 from shared.store.errors import ConcurrencyConflict, DuplicateMismatch, InvalidEvent, StoreError
 from shared.store.snapshot import Snapshot, Source
@@ -138,7 +137,7 @@ def _apply(
     if not single:
         touched = [touches(e.type, e.data) for a in appends for e in a.events]
         saved = (
-            {t.pool: _pool_copy(pools[t.pool]) for t in touched if t.pool is not None},
+            {t.pool: pools[t.pool].copy() for t in touched if t.pool is not None},
             {n: claims.get(n).copy() if n in claims else None for t in touched for n in t.claims},  # type: ignore[union-attr]
             {a.stream_id: heads.get(a.stream_id, 0) for a in appends},
         )
@@ -165,7 +164,7 @@ def _apply(
 
 
 def _check_and_evolve(event: NewEvent, version: int, pools: _Pools, claims: _Claims) -> Row:
-    name = touches(event.type, event.data).pool
+    name = counted_pool(event.type, event.data)
     data = event.data
     if name is not None:
         pool = pools[name]
@@ -200,14 +199,6 @@ def claim_stream(name: str) -> str:
     return NodeClaimEvent.stream_of(name)
 
 
-def _pool_copy(pool: PoolCounters) -> PoolCounters:
-    twin = copy(pool)
-    twin.resources = dict(pool.resources)
-    twin.disrupting = dict(pool.disrupting)
-    twin.replacing = {k: list(v) for k, v in pool.replacing.items()}
-    return twin
-
-
 class _Pools:
     """The snapshot's pools, each copied the first time the batch touches it."""
 
@@ -218,7 +209,7 @@ class _Pools:
     def __getitem__(self, name: str) -> PoolCounters:
         pool = self.mine.get(name)
         if pool is None:
-            pool = self.mine[name] = _pool_copy(self.base[name])
+            pool = self.mine[name] = self.base[name].copy()
         return pool
 
     def restore(self, saved: Mapping[str, PoolCounters]) -> None:

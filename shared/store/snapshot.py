@@ -44,26 +44,27 @@ class Needs:
 
 
 def needs(units: Sequence[Unit]) -> Needs:
+    """One pass over the units (this runs for every append)."""
     pools: set[str] = set()
     claims: set[str] = set()
     replaces: set[str] = set()
+    streams: set[str] = set()
+    ids: list[uuid.UUID] = []
+    empty = False
     for u in units:
         for a in u:
+            streams.add(a.stream_id)
+            if not a.events:
+                empty = True
             for e in a.events:
+                ids.append(e.event_id)
                 touched = touches(e.type, e.data)
                 if touched.pool is not None:
                     pools.add(touched.pool)
                     claims.update(touched.claims)
                     if touched.replaces is not None:
                         replaces.add(touched.replaces)
-    return Needs(
-        tuple(sorted(pools)),
-        frozenset(claims),
-        frozenset(a.stream_id for u in units for a in u),
-        tuple(e.event_id for u in units for a in u for e in a.events),
-        frozenset(replaces),
-        any(not a.events for u in units for a in u),
-    )
+    return Needs(tuple(sorted(pools)), frozenset(claims), frozenset(streams), tuple(ids), frozenset(replaces), empty)
 
 
 @dataclass(frozen=True, slots=True)
