@@ -37,8 +37,10 @@ test: lint
 	$(BIN)/pytest tests
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python benchmarks/budgets.py
 	$(BIN)/python -m benchmarks.store
+	$(BIN)/python -m benchmarks.bus
 	$(BIN)/python -m benchmarks.strict_limits
 	$(BIN)/python -m benchmarks.scheduling
 

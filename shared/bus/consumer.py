@@ -59,6 +59,7 @@ class Policy:
         self.consumer, self.dead, self.outcome = consumer, dead, outcome
         self.max_deliver = max_deliver
         self.on_dead = on_dead
+        self._counters: dict[str, Any] = {}
         self.failures: dict[int, int] = {}
         """Failures of this process's handler by stream sequence: a message comes back for as long
         as a server is out of reach, and only its own failures bring it to the dead letters."""
@@ -67,7 +68,10 @@ class Policy:
         return partial(_Guard, policy=self)
 
     def count(self, outcome: str) -> None:
-        self.outcome.labels(self.dead.service, self.consumer, outcome).inc()
+        counter = self._counters.get(outcome)
+        if counter is None:  # a labelled child is looked up once: this runs for every message
+            counter = self._counters[outcome] = self.outcome.labels(self.dead.service, self.consumer, outcome)
+        counter.inc()
 
     async def bury(self, raw: Msg, reason: str) -> None:
         await self.dead.send(raw, reason, self.consumer)

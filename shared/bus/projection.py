@@ -119,16 +119,16 @@ class ProjectionConsumer:
         registry = shell.registry
         self.position_gauge = Gauge(
             "nodewright_projection_position", "The last log position applied.", ["consumer"], registry=registry
-        )
+        ).labels(self.name)
         self.applied_total = Counter(
             "nodewright_projection_events_applied_total", "Events applied, each once.", ["consumer"], registry=registry
-        )
+        ).labels(self.name)
         self.filled_total = Counter(
             "nodewright_projection_events_filled_total",
             "Events read from the store because the bus had not brought them (catch-up and gaps).",
             ["consumer"],
             registry=registry,
-        )
+        ).labels(self.name)
 
     # --- start and watch -------------------------------------------------------------------------
 
@@ -256,10 +256,10 @@ class ProjectionConsumer:
         finally:
             if applied:
                 self.applied += applied
-                self.applied_total.labels(self.name).inc(applied)
+                self.applied_total.inc(applied)
                 if filled:
-                    self.filled_total.labels(self.name).inc(applied)
-                self.position_gauge.labels(self.name).set(self.position)
+                    self.filled_total.inc(applied)
+                self.position_gauge.set(self.position)
                 self.changed.set()
                 self._wake()
 

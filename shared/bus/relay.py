@@ -28,7 +28,7 @@ from nats.js.api import PubAck
 from shared.bus.names import MSG_ID, POSITION, BusNames
 from shared.events.envelope import RecordedEvent
 from shared.store.eventstore import EventStore, NotLeader
-from shared.store.fence import Fence, fence_holds
+from shared.store.fence import Fence, fence_arguments, fence_ctes
 from shared.store.gaps import GapWatch
 
 log = structlog.get_logger("outbox-relay")
@@ -56,12 +56,20 @@ async def read_checkpoint(store: EventStore, relay: str = "relay") -> Checkpoint
     return Checkpoint(row[0], row[1]) if row else Checkpoint()
 
 
-_ADVANCE = (
-    "INSERT INTO outbox_checkpoint (relay, position, published, stream_sequence) VALUES ($1, $2, $3, $4)"
+_UPSERT = (
     " ON CONFLICT (relay) DO UPDATE SET position = greatest(outbox_checkpoint.position, $2),"
     " stream_sequence = CASE WHEN $2 >= outbox_checkpoint.position THEN $4"
     " ELSE outbox_checkpoint.stream_sequence END,"
     " published = outbox_checkpoint.published + $3, updated_at = clock_timestamp()"
+    " RETURNING position"
+)
+_ADVANCE = (
+    "INSERT INTO outbox_checkpoint (relay, position, published, stream_sequence) VALUES ($1, $2, $3, $4)" + _UPSERT
+)
+# One statement (its own transaction): the checkpoint moves only while the fence holds.
+_ADVANCE_FENCED = (
+    f"WITH {fence_ctes(5)} INSERT INTO outbox_checkpoint (relay, position, published, stream_sequence)"
+    " SELECT $1, $2, $3, $4 FROM fence_held WHERE ok" + _UPSERT
 )
 
 
@@ -100,22 +108,38 @@ class OutboxRelay:
         self.impostors = 0
         self.gaps = GapWatch(store)
         self.waiting_on: int | None = None
+        self._known: Checkpoint | None = None
         self.on_impostor: Callable[[RecordedEvent, int], None] | None = None
 
     async def checkpoint(self) -> int:
         return (await read_checkpoint(self.store, self.name)).position
 
+    async def _start(self) -> Checkpoint:
+        """Where to go on from. A fenced relay is the checkpoint's only writer, so it reads it once
+        and then knows it; an unfenced one (beside others) reads it every batch."""
+        if self.fence is None or self._known is None:
+            self._known = await read_checkpoint(self.store, self.name)
+        return self._known
+
     async def _advance(self, position: int, count: int, sequence: int) -> None:
-        async with self.store.driver_connection() as raw, raw.transaction():
-            if self.fence is not None and not await fence_holds(raw, self.fence()):
+        async with self.store.driver_connection() as raw:
+            if self.fence is None:
+                await raw.execute(_ADVANCE, self.name, position, count, sequence)
+            elif (
+                await raw.fetchval(
+                    _ADVANCE_FENCED, self.name, position, count, sequence, *fence_arguments(self.fence())
+                )
+                is None
+            ):
+                self._known = None
                 raise NotLeader(self.fence())
-            await raw.execute(_ADVANCE, self.name, position, count, sequence)
+        self._known = Checkpoint(position, sequence)
 
     async def publish_batch(self) -> int:
         """Publish the consecutive positions after the checkpoint; how many positions it moved
         past (one lost to a rollback counts). 0 when nothing is new, or while `waiting_on` a
         position whose transaction has not ended."""
-        start = await read_checkpoint(self.store, self.name)
+        start = await self._start()
         async with aclosing(self.store.read_all(start.position, batch_size=self.batch_size)) as pages:
             page = await anext(pages, [])
         batch = _consecutive(page, start.position)

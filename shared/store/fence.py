@@ -56,20 +56,31 @@ class Fence:
 # waits for every reservation that passed its check, and any that takes the shared lock after it
 # finds the leader lock held by the new leader. Advisory locks on a bigint key are stored split:
 # high 32 bits in classid, low in objid, objsubid 1.
-FENCE_CHECK = """
-WITH shared AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($5::bigint) AS taken)
-SELECT EXISTS (
-    SELECT 1 FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid AND l.objsubid = 1
-      AND l.pid = $3 AND l.granted AND shared.taken IS NOT NULL
-      AND (SELECT a.backend_start FROM pg_stat_get_activity($3) AS a) = $4
-)
-FROM shared
-"""
+def fence_ctes(p: int = 1) -> str:
+    """The check as two CTEs (`fence_shared`, then `fence_held` with one boolean column `ok`), for
+    a statement that writes only while the fence holds; its parameters `$p` to `$p+4` are
+    `fence_arguments(fence)`."""
+    return f"""fence_shared AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(${p + 4}::bigint) AS taken),
+fence_held AS MATERIALIZED (
+    SELECT EXISTS (
+        SELECT 1 FROM pg_locks AS l
+        WHERE l.locktype = 'advisory' AND l.classid = ${p}::bigint::oid AND l.objid = ${p + 1}::bigint::oid
+          AND l.objsubid = 1 AND l.pid = ${p + 2} AND l.granted AND fence_shared.taken IS NOT NULL
+          AND (SELECT a.backend_start FROM pg_stat_get_activity(${p + 2}) AS a) = ${p + 3}
+    ) AS ok
+    FROM fence_shared
+)"""
+
+
+FENCE_CHECK = f"WITH {fence_ctes()} SELECT ok FROM fence_held"
+
+
+def fence_arguments(fence: Fence) -> tuple[int, int, int, datetime, int]:
+    classid, objid = advisory_lock_id(fence.key)
+    return classid, objid, fence.pid, fence.started, fence.companion
 
 
 async def fence_holds(raw: asyncpg.Connection, fence: Fence) -> bool:
     """Within the caller's transaction: take the companion key shared (held until it ends) and
     say whether the fence's lock is still granted to its backend."""
-    classid, objid = advisory_lock_id(fence.key)
-    return bool(await raw.fetchval(FENCE_CHECK, classid, objid, fence.pid, fence.started, fence.companion))
+    return bool(await raw.fetchval(FENCE_CHECK, *fence_arguments(fence)))

@@ -100,7 +100,10 @@ async def projection(store: EventStore, bus: BusSettings, **kwargs) -> tuple[Run
 
 def filled(consumer: ProjectionConsumer) -> float:
     """Events the consumer read from the store rather than the bus."""
-    return sum(s.value for s in consumer.filled_total.collect()[0].samples if s.name.endswith("_total"))
+    value = consumer.shell.registry.get_sample_value(
+        "nodewright_projection_events_filled_total", {"consumer": consumer.name}
+    )
+    return value or 0.0
 
 
 def envelope(event: RecordedEvent, **changes) -> bytes:
