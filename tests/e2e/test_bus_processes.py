@@ -25,6 +25,7 @@ from services.cli.eventlog import audit_database
 from shared.bus.names import BusNames
 from shared.store.eventstore import EventStore
 from tests.conftest import ROOT
+from tests.integration.streams import stream_bodies
 from tests.integration.world import burst
 
 pytestmark = pytest.mark.timeout(300)
@@ -188,20 +189,6 @@ async def claims(store: EventStore) -> list[dict]:
     return [d async for page in store.read_types(["NodeClaimCreated"]) for _, d in page]
 
 
-async def stream_event_ids(nats_url: str, names: BusNames) -> list[str]:
-    nc = await nats.connect(nats_url)
-    try:
-        js = nc.jetstream()
-        info = await js.stream_info(names.stream)
-        sub = await js.pull_subscribe(names.events, stream=names.stream)
-        out = []
-        while len(out) < info.state.messages:
-            out += await sub.fetch(info.state.messages - len(out), timeout=5)
-        return [json.loads(m.data)["event_id"] for m in out]
-    finally:
-        await nc.close()
-
-
 async def test_two_deployments_on_one_nats_server_each_see_only_their_own(
     tmp_path: Path, temporary_database, nats_server_url: str
 ):
@@ -235,7 +222,7 @@ async def test_two_deployments_on_one_nats_server_each_see_only_their_own(
                 logged = [str(e.event_id) async for page in store.read_all() for e in page]
             finally:
                 await store.close()
-            on_stream = await stream_event_ids(nats_server_url, BusNames(deployment))
+            on_stream = [b["event_id"] for b in await stream_bodies(nats_server_url, BusNames(deployment))]
             assert on_stream == logged, deployment  # exactly its own events, each once, in order
         nc = await nats.connect(nats_server_url)
         try:

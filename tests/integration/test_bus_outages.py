@@ -6,11 +6,9 @@ Each test owns its servers (embedded, so they can be stopped and started on the 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
-import nats
 import pytest
 
 from services.cli.eventlog import audit_database
@@ -19,6 +17,7 @@ from shared.bus.names import BusNames
 from shared.runtime.servers import EmbeddedNats, EmbeddedPostgres
 from shared.store.eventstore import EventStore
 from shared.store.migrate import upgrade
+from tests.integration.streams import stream_bodies
 from tests.integration.world import World, burst, pods_running
 
 pytestmark = pytest.mark.timeout(300)
@@ -26,17 +25,7 @@ NAMES = BusNames("outage")
 
 
 async def stream_positions(url: str) -> list[int]:
-    nc = await nats.connect(url)
-    try:
-        js = nc.jetstream()
-        info = await js.stream_info(NAMES.stream)
-        sub = await js.pull_subscribe(NAMES.events, stream=NAMES.stream)
-        out = []
-        while len(out) < info.state.messages:
-            out += await sub.fetch(info.state.messages - len(out), timeout=5)
-        return [json.loads(m.data)["position"] for m in out]
-    finally:
-        await nc.close()
+    return [b["position"] for b in await stream_bodies(url, NAMES)]
 
 
 async def log_positions(store: EventStore) -> list[int]:

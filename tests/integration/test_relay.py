@@ -25,6 +25,7 @@ from shared.runtime.outages import OUTAGES
 from shared.store.eventstore import EventStore, NotLeader
 from shared.store.leader import LeaderLock
 from tests.factories import applied, created, insert_applied, new
+from tests.integration.streams import stream_messages
 
 pytestmark = pytest.mark.timeout(120)
 NAMES = BusNames()
@@ -42,20 +43,8 @@ async def fill(store: EventStore, pools: int = 3, claims: int = 4) -> int:
     return count
 
 
-async def stream_messages(js: JetStreamContext, names: BusNames = NAMES) -> list:
-    info = await js.stream_info(names.stream)
-    if not info.state.messages:
-        return []
-    sub = await js.pull_subscribe(names.events, stream=names.stream)
-    out = []
-    while len(out) < info.state.messages:
-        out += await sub.fetch(info.state.messages - len(out), timeout=5)
-    await sub.unsubscribe()
-    return out
-
-
 async def published_positions(js: JetStreamContext) -> list[int]:
-    return [json.loads(m.data)["position"] for m in await stream_messages(js)]
+    return [json.loads(m.data)["position"] for m in await stream_messages(js, NAMES)]
 
 
 async def test_events_arrive_in_position_order_with_their_ids_and_positions(
@@ -66,7 +55,7 @@ async def test_events_arrive_in_position_order_with_their_ids_and_positions(
     assert await relay.drain() == total
     checkpoint = await read_checkpoint(store)
     assert checkpoint.position == await store.head_position()
-    messages = await stream_messages(jetstream)
+    messages = await stream_messages(jetstream, NAMES)
     bodies = [json.loads(m.data) for m in messages]
     assert [b["position"] for b in bodies] == list(range(1, total + 1))
     assert [m.headers[MSG_ID] for m in messages] == [f"default:{b['event_id']}" for b in bodies]
@@ -91,7 +80,7 @@ async def test_a_relay_killed_after_publishing_republishes_once(store: EventStor
     again = OutboxRelay(store, jetstream)
     assert await again.drain() == total  # the restart sends all again...
     assert again.impostors == 0  # ...each duplicate is the very event on the stream...
-    messages = await stream_messages(jetstream)
+    messages = await stream_messages(jetstream, NAMES)
     assert len(messages) == total  # ...and JetStream keeps one of each
     assert len({m.headers[MSG_ID] for m in messages}) == total
 
@@ -133,7 +122,7 @@ async def test_two_relays_at_once_put_each_event_on_the_stream_once(store: Event
     total = await fill(store, pools=5, claims=10)
     relays = [OutboxRelay(store, jetstream, batch_size=7) for _ in range(2)]
     await asyncio.gather(*(r.drain() for r in relays))
-    messages = await stream_messages(jetstream)
+    messages = await stream_messages(jetstream, NAMES)
     assert len(messages) == total
     assert sorted(json.loads(m.data)["position"] for m in messages) == list(range(1, total + 1))
 
