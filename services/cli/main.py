@@ -270,6 +270,38 @@ def _with_bus(work: Callable[[LocalBus], T]) -> T:
         raise typer.Exit(2) from None
 
 
+delete_app = typer.Typer(help="Delete NodeClaims, as kubectl delete does for Karpenter.", no_args_is_help=True)
+app.add_typer(delete_app, name="delete")
+
+
+@delete_app.command("nodeclaim")
+def delete_nodeclaim(
+    names: Annotated[list[str], typer.Argument(help="NodeClaim names")],
+    wait: Annotated[bool, typer.Option("--wait", help="return once every one is terminated")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="the longest --wait waits, seconds")] = 600.0,
+) -> None:
+    """Ask for NodeClaims to go: each is drained gracefully (PDBs, do-not-disrupt, its pool's
+    terminationGracePeriod) and its instance deleted. Exit 1 when one is not found (nothing is
+    then asked), or when --wait runs out."""
+    from shared.config import settings
+    from shared.runtime.clockfile import shared_clock
+
+    clock = shared_clock(settings())
+    try:
+        deleted = _run_with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now()))
+    except eventlog.NotFoundError as exc:
+        typer.echo(f"Error from server (NotFound): {exc}", err=True)
+        raise typer.Exit(1) from None
+    for name in deleted:
+        typer.echo(f'nodeclaim.karpenter.sh "{name}" deleted')
+    if wait:
+        left = _run_with_database(lambda url: eventlog.wait_terminated(url, deleted, timeout))
+        if left:
+            typer.echo(f"error: still terminating after {timeout:.0f} s: {', '.join(left)}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"terminated: {', '.join(deleted)}")
+
+
 @contextlib.contextmanager
 def _system_errors(child_exit: int) -> Iterator[None]:
     """A bad scenario exits 2; a service process that died exits `child_exit`; both say why."""

@@ -3,6 +3,7 @@ then a clean stop, and one summary of what happened."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,17 @@ def run(config: Settings, path: Path, speed: float | None = None, console: Conso
     speed = speed or default_speed(scenario.end - scenario.start)
     wall = (scenario.end - scenario.start).total_seconds() / speed + SETTLE_SECONDS
 
+    score_path = config.data_dir / SCORE
+    score_path.unlink(missing_ok=True)  # a score is the last run's own
+
     async def summarise(database_url: str) -> dict[str, Any]:
         result = await audit_database(database_url)
         store = await open_store(database_url)
         try:
             facts = [f async for page in store.read_types(_COUNTED) for f in page]
             pending = await _pending_at_end(store)
+            terminations, evicted = await _terminations(store)
+            live = await store.counters()
         finally:
             await store.close()
         current: dict[str, int] = {}
@@ -52,6 +58,7 @@ def run(config: Settings, path: Path, speed: float | None = None, console: Conso
             name: dict((pool.spec or {}).get("spec", {}).get("limits") or {})
             for name, pool in result.replay.pools.items()
         }
+        score = _score(score_path)
         return {
             "scenario": scenario.name,
             "events": result.replay.events,
@@ -63,6 +70,10 @@ def run(config: Settings, path: Path, speed: float | None = None, console: Conso
             "pending_pods_at_end": pending,
             "violations": [v.to_dict() for v in result.replay.violations],
             "audit_ok": result.ok,
+            "evictions": score.get("evictions", evicted),
+            "pdb_violations": score.get("pdb_violations", 0),
+            "final_nodes": {name: pool.nodes for name, pool in sorted(live.items()) if pool.version},
+            "terminations": terminations,
         }
 
     _, summary = up.up(
@@ -72,6 +83,48 @@ def run(config: Settings, path: Path, speed: float | None = None, console: Conso
 
 
 _COUNTED = ["NodeClaimCreated", "NodeClaimLaunchFailed", "NodeClaimTerminated"]
+SCORE = "sim-score.json"
+"""What the sim counted (evictions, PDB violations), written when it stops."""
+
+
+def _score(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+async def _terminations(store: Any) -> tuple[list[dict[str, Any]], int]:
+    """Every claim whose deletion was asked for: when, when it ended, the pods evicted and forced;
+    and how many pods were evicted in all (the log's count)."""
+    async with store.driver_connection() as raw:
+        rows = await raw.fetch(
+            "SELECT type, data, occurred_at FROM events WHERE type = ANY($1::text[]) ORDER BY position",
+            ["NodeClaimDeletionRequested", "NodeClaimTerminated", "PodEvicted"],
+        )
+    out: dict[str, dict[str, Any]] = {}
+    ended: dict[str, str] = {}
+    evicted = 0
+    for kind, data, at in rows:
+        claim = data.get("nodeclaim")
+        if kind == "NodeClaimDeletionRequested" and claim not in out:
+            out[claim] = {
+                "nodeclaim": claim,
+                "nodepool": data.get("nodepool"),
+                "requested_at": at.isoformat(),
+                "terminated_at": None,
+                "evicted": 0,
+                "forced": 0,
+            }
+        elif kind == "NodeClaimTerminated":
+            ended[claim] = at.isoformat()
+        elif kind == "PodEvicted":
+            evicted += not data.get("forced")
+            if claim in out:
+                out[claim]["forced" if data.get("forced") else "evicted"] += 1
+    for claim, termination in out.items():
+        termination["terminated_at"] = ended.get(claim)
+    return list(out.values()), evicted
 
 
 async def _pending_at_end(store: Any) -> int:
@@ -88,6 +141,12 @@ def render(summary: dict[str, Any]) -> str:
     for pool, peak in summary["max_nodes"].items():
         limit = summary["limits"].get(pool, {}).get("nodes")
         lines.append(f"  nodepool {pool}: at most {peak} nodes" + (f" (limits.nodes {limit})" if limit else ""))
+    ended = [t for t in summary["terminations"] if t["terminated_at"]]
+    if summary["terminations"]:
+        lines.append(
+            f"terminations: {len(ended)} of {len(summary['terminations'])} asked for ended; "
+            f"{summary['evictions']} pods evicted, {summary['pdb_violations']} PDB violations"
+        )
     if summary["violations"]:
         lines.append(f"audit: {len(summary['violations'])} violation(s)")
         lines.extend(f"  #{v['position']} {v['stream']} [{v['rule']}] {v['detail']}" for v in summary["violations"])

@@ -34,6 +34,7 @@ from shared.clock import AcceleratedClock
 from shared.config import Settings
 from shared.runtime import loop
 from shared.runtime.bus import LocalBus, local_bus
+from shared.runtime.clockfile import write_clock
 from shared.runtime.servers import free_tcp_port, local_database_url
 from shared.store.eventstore import EventStore
 
@@ -75,7 +76,9 @@ def up(
         console.print(loop.run(migrate(database_url)))
         clock = AcceleratedClock(start, speed)
         env = {**os.environ, "NODEWRIGHT_DATABASE_URL": database_url, **clock.environment()}
-        with _children(config.data_dir, scenario, env, bus, base_port) as children:
+        shared = write_clock(config.data_dir, clock)
+        with contextlib.ExitStack() as cleanup, _children(config.data_dir, scenario, env, bus, base_port) as children:
+            cleanup.callback(lambda: shared.unlink(missing_ok=True))
             for child in children:
                 console.print(f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}")
             view = loop.run(_watch(database_url, children, clock, run_for, live, console))
@@ -94,6 +97,7 @@ def _children(
         "relay": ["-m", "services.relay"],
         "watcher": ["-m", "services.watcher"],
         "scheduler": ["-m", "services.scheduler"],
+        "termination": ["-m", "services.termination"],
     }
     clean = {k: v for k, v in env.items() if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT"))}
     logs = data_dir / "logs"

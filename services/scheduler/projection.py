@@ -84,6 +84,7 @@ class Projection:
     claims: dict[str, ClaimInFlight] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the claim in flight for it
     orphans: set[str] = field(default_factory=set)  # claims whose node was deleted: is their instance gone too?
+    deleting: set[str] = field(default_factory=set)  # claims termination is carrying out: theirs alone
     owed: dict[tuple[str, str], Owed] = field(default_factory=dict)  # (claim, step type) -> the step
     position: int = 0
     changed: bool = False  # a pod or a pool changed since the last plan
@@ -119,13 +120,15 @@ class Projection:
 
     def orphaned(self) -> list[str]:
         """Claims whose node was deleted: if their instance is gone as well (a spot reclaim, a
-        deletion outside nodewright), nothing will ever terminate them but a garbage collection."""
-        return sorted(self.orphans)
+        deletion outside nodewright), nothing will ever terminate them but a garbage collection.
+        A claim whose deletion was asked for is termination's: it is terminated once, by it."""
+        return sorted(self.orphans - self.deleting)
 
     def unlaunched(self) -> list[str]:
         """Claims created and not launched yet: a pass's own, the replacements a disruption
-        ordered, or one whose launch a previous leader began and never recorded."""
-        return [name for name, claim in self.claims.items() if not claim.launched]
+        ordered, or one whose launch a previous leader began and never recorded. Not one being
+        deleted: its instance would outlive it."""
+        return [name for name, claim in self.claims.items() if not claim.launched and name not in self.deleting]
 
     def capacity(self) -> list[NodeCapacity]:
         """Nodes, and launched claims whose node has not registered yet, as capacity: what they
@@ -389,10 +392,16 @@ def _claim_launched(p: Projection, data: Mapping[str, Any], at: datetime) -> Non
         p.changed = True  # room for pods that wait
 
 
+def _claim_deleting(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
+    if data["nodeclaim"] in p.claims:
+        p.deleting.add(data["nodeclaim"])
+
+
 def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     """A launch that failed, or a claim that went: its pods may be planned again."""
     claim = p.claims.pop(data["nodeclaim"], None)
     p.orphans.discard(data["nodeclaim"])
+    p.deleting.discard(data["nodeclaim"])
     for kind in _OWING.values():
         p.owed.pop((data["nodeclaim"], kind), None)
     if claim is not None:
@@ -441,6 +450,7 @@ _STEPS = {
     "NodeClaimLaunched": _claim_launched,
     "NodeClaimLaunchFailed": _claim_ended,
     "NodeClaimTerminated": _claim_ended,
+    "NodeClaimDeletionRequested": _claim_deleting,
     "NodeClaimRegistered": _claim_registered,
     "NodeClaimInitialized": _claim_initialized,
 }

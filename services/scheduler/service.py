@@ -79,6 +79,7 @@ PROJECTED = frozenset(
         "NodeClaimTerminated",
         "NodeClaimRegistered",
         "NodeClaimInitialized",
+        "NodeClaimDeletionRequested",
     }
 )
 """The events the projection reads: their payloads must keep their contracts."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -32,7 +33,17 @@ def main(
     service = SimService(world, config.clock(), BusSettings.from_settings(config), port=port)
 
     async def run(stopping: asyncio.Event) -> None:
-        await service.run(stopping)
+        try:
+            await service.run(stopping)
+        finally:  # what `nodewright run` reports: the sim's own count
+            cluster = service.world.cluster
+            score = {
+                "evictions": cluster.evictions,
+                "forced_deletions": cluster.forced_deletions,
+                "pdb_violations": cluster.pdb_violations,
+            }
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+            (config.data_dir / "sim-score.json").write_text(json.dumps(score))
 
     serve(run)
 

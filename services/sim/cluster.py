@@ -28,6 +28,7 @@ from shared.ports.cluster import (
     DELETED,
     MODIFIED,
     NODE,
+    NODECLAIM,
     NODEPOOL,
     PDB,
     POD,
@@ -242,6 +243,12 @@ class SimCluster:
         self._anti: dict[str, Pod] = {}  # bound pods with required anti-affinity (checked both ways)
         self._dirty = True  # something changed that could let a pending pod fit
         self.events: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # aggregated, as the API server does
+        self.nodeclaim_deletions: dict[str, dict[str, Any]] = {}  # NodeClaims a user deleted, until they go
+        self.evictions = 0
+        self.forced_deletions = 0
+        self.pdb_violations = 0
+        """Pods removed while a PodDisruptionBudget over them allowed no disruption, by anything but a
+        termination's grace period (its forcing is the one removal allowed to break a budget)."""
 
     # --- watch ---------------------------------------------------------------------------------
 
@@ -263,6 +270,7 @@ class SimCluster:
             *((PDB, k, b.to_dict()) for k, b in self.pdbs.items()),
             *((DAEMONSET, k, d.to_dict()) for k, d in self.daemonsets.items()),
             *((NODEPOOL, k, d) for k, d in self.nodepools.items()),
+            *((NODECLAIM, k, d) for k, d in self.nodeclaim_deletions.items()),
         ]
         objects = [WatchEvent(self._versions[(kind, key)], kind, ADDED, key, obj) for kind, key, obj in current]
         return Snapshot(self.resource_version, sorted(objects, key=lambda e: e.resource_version))
@@ -292,10 +300,18 @@ class SimCluster:
         self.record(POD, ADDED, pod.key, pod.to_dict())
         return pod
 
-    def delete_pod(self, key: str) -> Pod:
-        pod = self.pods.pop(key, None)
+    def delete_pod(self, key: str, *, forced: bool = False, by_controller: bool = False) -> Pod:
+        """`forced`: a termination's grace period deletes it (a budget may break); `by_controller`:
+        its workload scaled down (the user's own act). Any other removal that breaks a budget
+        counts as a PDB violation."""
+        pod = self.pods.get(key)
         if pod is None:
             raise NotFound(f"pod {key} not found")
+        if forced:
+            self.forced_deletions += 1
+        elif not by_controller and self._breaks_budget(pod):
+            self.pdb_violations += 1
+        del self.pods[key]
         self._owned_by.get((pod.owner_kind, pod.namespace, pod.owner_name), {}).pop(key, None)
         if pod.node_name is not None:
             self._unplace(pod)
@@ -338,6 +354,7 @@ class SimCluster:
                 healthy, desired = self._budget(pdb)
                 if (healthy - desired <= 0) if self._healthy(pod) else (healthy < desired):
                     raise EvictionRefused(key, pdb.key)
+        self.evictions += 1
         return self.delete_pod(key)
 
     def bound_to(self, node: str) -> list[Pod]:
@@ -360,6 +377,12 @@ class SimCluster:
 
     def pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
         return [b for b in self.pdbs.values() if b.namespace == pod.namespace and b.selector.matches(pod.labels)]
+
+    def _breaks_budget(self, pod: Pod) -> bool:
+        """Whether removing this pod now takes a budget over it below its minimum."""
+        if not self._healthy(pod):
+            return False
+        return any(self.disruptions_allowed(b) == 0 for b in self.pdbs_of(pod))
 
     def disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """Healthy pods beyond what the budget must keep (status.disruptionsAllowed)."""
@@ -431,6 +454,22 @@ class SimCluster:
         self.record(NODE, DELETED, name, node.to_dict())
         return gone
 
+    # --- NodeClaims a user deleted -------------------------------------------------------------------
+
+    def delete_nodeclaim(self, name: str, nodepool: str, now: datetime) -> None:
+        """`kubectl delete nodeclaim`: the claim is marked for deletion (its deletion timestamp
+        set) until it goes; the watcher reports the request, termination carries it out."""
+        if name in self.nodeclaim_deletions:
+            return
+        obj = {"name": name, "nodepool": nodepool, "deletionTimestamp": now.isoformat()}
+        self.nodeclaim_deletions[name] = obj
+        self.record(NODECLAIM, MODIFIED, name, obj)
+
+    def nodeclaim_gone(self, name: str) -> None:
+        obj = self.nodeclaim_deletions.pop(name, None)
+        if obj is not None:
+            self.record(NODECLAIM, DELETED, name, obj)
+
     # --- NodePools, as the API server holds them ------------------------------------------------
 
     def apply_nodepool(self, document: dict[str, Any]) -> None:
@@ -488,7 +527,7 @@ class SimCluster:
         if workload is None:
             raise NotFound(f"workload {namespace}/{name} not found")
         for pod in self._owned(workload.kind, namespace, name):
-            self.delete_pod(pod.key)
+            self.delete_pod(pod.key, by_controller=True)
 
     def apply_daemonset(self, daemonset: DaemonSet) -> None:
         """Recorded for watchers (the scheduler counts its pods' requests on every new node); the
@@ -506,7 +545,7 @@ class SimCluster:
             raise NotFound(f"daemonset {namespace}/{name} not found")
         self.record(DAEMONSET, DELETED, daemonset.key, daemonset.to_dict())
         for pod in self._owned(DAEMONSET, namespace, name):
-            self.delete_pod(pod.key)
+            self.delete_pod(pod.key, by_controller=True)
 
     def _owned(self, kind: str, namespace: str, name: str) -> list[Pod]:
         return list(self._owned_by.get((kind, namespace, name), {}).values())
@@ -517,7 +556,7 @@ class SimCluster:
         for workload in self.workloads.values():
             owned = _scale_down_order(self._owned(workload.kind, workload.namespace, workload.name))
             for pod in owned[: max(len(owned) - workload.replicas, 0)]:
-                self.delete_pod(pod.key)
+                self.delete_pod(pod.key, by_controller=True)
             names = {p.name for p in owned}
             for _ in range(workload.replicas - len(owned)):
                 self.add_pod(self._replica(workload, names, now))

@@ -52,7 +52,9 @@ class SimService:
                 body["node"], body["key"], TaintEffect(body["effect"]) if body.get("effect") else None
             ),
             wire.EVICT: lambda body: _nothing(self.world.cluster.evict(body["pod"])),
-            wire.DELETE_POD: lambda body: _nothing(self.world.cluster.delete_pod(body["pod"])),
+            wire.DELETE_POD: lambda body: _nothing(
+                self.world.cluster.delete_pod(body["pod"], forced=body.get("gracePeriodSeconds") is not None)
+            ),
             wire.DELETE_NODE: lambda body: _nothing(self.world.cluster.delete_node(body["node"])),
             wire.NODEPOOL_CONDITION: lambda body: self.world.cluster.set_nodepool_condition(
                 body["nodepool"], body["condition"]

@@ -113,6 +113,20 @@ class World:
             self.cluster.delete_nodepool(entry.delete_node_pool)
         elif entry.delete_workload is not None:
             self.cluster.delete_workload(NAMESPACE, entry.delete_workload)
+        elif entry.delete_node_claims is not None:
+            self.delete_nodeclaims(entry.delete_node_claims.nodepool, entry.delete_node_claims.count)
+
+    def delete_nodeclaims(self, nodepool: str, count: int) -> list[str]:
+        """A user deleting the `count` oldest live NodeClaims of a pool (those not already going)."""
+        live = [
+            i
+            for i in self.cloud.running()
+            if i.request.nodepool == nodepool and i.request.nodeclaim not in self.cluster.nodeclaim_deletions
+        ]
+        chosen = [i.request.nodeclaim for i in sorted(live, key=lambda i: (i.launched_at, i.request.nodeclaim))][:count]
+        for name in chosen:
+            self.cluster.delete_nodeclaim(name, nodepool, self.now)
+        return chosen
 
     # --- the cloud, as the CloudProvider port reaches it -----------------------------------------
 
@@ -134,6 +148,7 @@ class World:
         node = self.node_of(instance)
         if node is not None:
             self.cluster.delete_node(node.name)
+        self.cluster.nodeclaim_gone(instance.request.nodeclaim)
         return instance
 
     def node_of(self, instance: Instance) -> Node | None:

@@ -21,10 +21,11 @@ from typing import Any
 from shared.api.labels import NODEPOOL_LABEL
 from shared.api.validation import validate_nodepool
 from shared.events import contracts as c
+from shared.events.envelope import only_event_id
 from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
-from shared.ports.cluster import DAEMONSET, DELETED, NODE, NODEPOOL, PDB, POD, Snapshot, WatchEvent
+from shared.ports.cluster import DAEMONSET, DELETED, NODE, NODECLAIM, NODEPOOL, PDB, POD, Snapshot, WatchEvent
 
-_LIST_ORDER = {NODEPOOL: 0, DAEMONSET: 1, NODE: 1, PDB: 2, POD: 3}
+_LIST_ORDER = {NODEPOOL: 0, DAEMONSET: 1, NODE: 1, PDB: 2, NODECLAIM: 2, POD: 3}
 _IDS = uuid.UUID("6f0c6a5e-9a57-4a3e-8a0e-6e6f64657772")
 
 
@@ -67,6 +68,7 @@ class Facts:
     pools: dict[str, _Pool] = field(default_factory=dict)
     pdbs: dict[str, int] = field(default_factory=dict)  # namespace/name -> the resource version reported
     daemonsets: dict[str, int] = field(default_factory=dict)  # likewise
+    deletions: set[str] = field(default_factory=set)  # NodeClaims whose deletion was reported
 
     # --- from the cluster ----------------------------------------------------------------------
 
@@ -81,12 +83,21 @@ class Facts:
             return self._pdb(event)
         if event.kind == DAEMONSET:
             return self._daemonset(event)
+        if event.kind == NODECLAIM:
+            return self._nodeclaim(event)
         return []
 
     def resync(self, snapshot: Snapshot) -> list[Fact]:
         """A full list: facts for what changed while the watch was down, deletions included."""
         out: list[Fact] = []
-        present: dict[str, set[str]] = {POD: set(), NODE: set(), NODEPOOL: set(), PDB: set(), DAEMONSET: set()}
+        present: dict[str, set[str]] = {
+            POD: set(),
+            NODE: set(),
+            NODEPOOL: set(),
+            PDB: set(),
+            DAEMONSET: set(),
+            NODECLAIM: set(),
+        }
         # pools, then DaemonSets and nodes, then budgets, then pods: a fact never comes before what
         # it refers to, and a node's DaemonSet overhead is known before the pods that need room
         for event in sorted(snapshot.objects, key=lambda e: (_LIST_ORDER.get(e.kind, 9), e.resource_version)):
@@ -98,6 +109,7 @@ class Facts:
             *((NODEPOOL, k, {}) for k in self.pools if k not in present[NODEPOOL]),
             *((PDB, k, {}) for k in self.pdbs if k not in present[PDB]),
             *((DAEMONSET, k, {}) for k in self.daemonsets if k not in present[DAEMONSET]),
+            *((NODECLAIM, k, {}) for k in self.deletions if k not in present[NODECLAIM]),
         ]
         for kind, key, obj in gone:
             out.extend(self.observe(WatchEvent(snapshot.resource_version, kind, DELETED, key, obj)))
@@ -237,6 +249,20 @@ class Facts:
 
         return _versioned(self.daemonsets, event, applied, c.DaemonSetDeleted)
 
+    def _nodeclaim(self, event: WatchEvent) -> list[Fact]:
+        """A user's deletion of a NodeClaim (its deletion timestamp set): reported once; the claim's
+        end is termination's to record."""
+        if event.action == DELETED:
+            self.deletions.discard(event.key)
+            return []
+        if not event.object.get("deletionTimestamp") or event.key in self.deletions:
+            return []
+        self.deletions.add(event.key)
+        requested = c.NodeClaimDeletionRequested(
+            nodeclaim=event.key, nodepool=str(event.object.get("nodepool") or ""), reason="Manual"
+        )
+        return [Fact(requested, only_event_id(requested.stream_id, requested.TYPE))]
+
     # --- from the log --------------------------------------------------------------------------
 
     def remember(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
@@ -271,6 +297,8 @@ class Facts:
                 self.daemonsets[key] = data.get("resource_version") or 0
             elif kind == "DaemonSetDeleted":
                 self.daemonsets.pop(key, None)
+            elif kind == "NodeClaimDeletionRequested":
+                self.deletions.add(data["nodeclaim"])
 
 
 WATCHER_FACTS = (
@@ -287,6 +315,7 @@ WATCHER_FACTS = (
     "PodDisruptionBudgetDeleted",
     "DaemonSetApplied",
     "DaemonSetDeleted",
+    "NodeClaimDeletionRequested",
 )
 
 

@@ -24,6 +24,7 @@ from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
 from shared.events.envelope import NewEvent
+from shared.policy.counters import ReservationError
 from shared.ports.cluster import Cluster, ClusterError, NotFound, WatchEvent
 from shared.runtime.outages import OUTAGES
 from shared.store.eventstore import EventStore, unit
@@ -145,6 +146,9 @@ class WatcherService:
             for f in facts
         ]
         for fact, result in zip(facts, await self.store.append_units(units), strict=True):
+            if isinstance(result, ReservationError) and fact.event.TYPE == "NodeClaimDeletionRequested":
+                log.warning("a deletion of %s the log cannot take: %s", fact.event.stream_id, result)
+                continue  # a claim the log does not know (or knows ended): nothing to terminate
             if isinstance(result, BaseException):
                 raise FactRefused(f"the store refused {fact.event.TYPE} of {fact.event.stream_id}: {result}")
             self.appended += len(result)

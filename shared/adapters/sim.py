@@ -136,8 +136,8 @@ class SimClient:
     async def evict(self, pod: str) -> None:
         await self.call(EVICT, {"pod": pod})
 
-    async def delete_pod(self, pod: str) -> None:
-        await self.call(DELETE_POD, {"pod": pod})
+    async def delete_pod(self, pod: str, *, grace_seconds: int | None = None) -> None:
+        await self.call(DELETE_POD, {"pod": pod, "gracePeriodSeconds": grace_seconds})
 
     async def delete_node(self, node: str) -> None:
         await self.call(DELETE_NODE, {"node": node})

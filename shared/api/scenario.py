@@ -127,21 +127,37 @@ class Scale(APIModel):
     replicas: Annotated[StrictInt, Field(ge=0)]
 
 
+class DeleteNodeClaims(APIModel):
+    """A user deleting nodes: the `count` oldest live NodeClaims of the pool (as `kubectl delete
+    nodeclaim` would, one by one)."""
+
+    nodepool: str
+    count: Annotated[StrictInt, Field(ge=1, le=10_000)]
+
+
 class TimelineEntry(APIModel):
     at: Offset
     scale: Scale | None = None
     apply_node_pool: dict[str, Any] | None = None
     delete_node_pool: str | None = None
     delete_workload: str | None = None
+    delete_node_claims: DeleteNodeClaims | None = None
 
     _check = field_validator("at")(_duration)
 
     @model_validator(mode="after")
     def _one_action(self) -> TimelineEntry:
-        actions = [self.scale, self.apply_node_pool, self.delete_node_pool, self.delete_workload]
+        actions = [
+            self.scale,
+            self.apply_node_pool,
+            self.delete_node_pool,
+            self.delete_workload,
+            self.delete_node_claims,
+        ]
         if sum(a is not None for a in actions) != 1:
             raise ValueError(
-                "Invalid value: exactly one of scale, applyNodePool, deleteNodePool, deleteWorkload must be set"
+                "Invalid value: exactly one of scale, applyNodePool, deleteNodePool, deleteWorkload,"
+                " deleteNodeClaims must be set"
             )
         return self
 
@@ -311,6 +327,11 @@ def validate_scenario(
                     FieldError(f"{path}.deleteNodePool", f"Not found: no NodePool {entry.delete_node_pool!r} then")
                 )
             known_pools.discard(entry.delete_node_pool)
+        deleting = entry.delete_node_claims
+        if deleting is not None and deleting.nodepool not in known_pools:
+            errors.append(
+                FieldError(f"{path}.deleteNodeClaims.nodepool", f"Not found: no NodePool {deleting.nodepool!r} then")
+            )
     if errors:
         return None, errors
     return Scenario(parsed, tuple(pools), timeline_pools), []

@@ -21,11 +21,15 @@ from shared.bus.connection import BusSettings
 from shared.bus.names import SIM_REQUESTS, BusNames
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
+from shared.bus.work import WorkConsumer
 from shared.events.contracts import CONTRACTS, Event
 
 TITLE = "nodewright bus"
 SERVER = "nats://localhost:4222"
-TOPOLOGY: dict[str, tuple[str, ...]] = {"scheduler": ("projection",)}
+TOPOLOGY: dict[str, tuple[str, ...]] = {
+    "scheduler": ("projection",),
+    "termination": ("projection", "work:NodeClaimDeletionRequested"),
+}
 """The consumers each service runs: `projection`, or `work:<EventType>`."""
 
 
@@ -77,6 +81,10 @@ async def _declared(body: dict[str, Any]) -> None:
     """Stands for a handler the document only declares."""
 
 
+async def _declared_work(event: Any, payload: Any) -> None:
+    """Stands for a work consumer's handler the document only declares."""
+
+
 class _Unused:
     """The store a declared consumer would read: never touched, nothing connects."""
 
@@ -87,8 +95,11 @@ def shells(names: BusNames) -> list[ServiceShell]:
     for service, consumers in TOPOLOGY.items():
         shell = ServiceShell(service, BusSettings(SERVER, names))
         for consumer in consumers:
-            if consumer == "projection":
+            kind, _, event_type = consumer.partition(":")
+            if kind == "projection":
                 ProjectionConsumer(shell, _Unused(), lambda event: None)  # type: ignore[arg-type]
+            elif kind == "work":
+                WorkConsumer(shell, event_type, _declared_work)
             else:
                 raise ValueError(f"unknown consumer kind {consumer!r} for {service}")
         out.append(shell)

@@ -48,7 +48,10 @@ class WorkConsumer:
         ack_wait: float = ACK_WAIT,
         max_deliver: int = MAX_DELIVER,
         fetch: int = FETCH,
+        concurrency: int | None = None,
     ) -> None:
+        """`concurrency`: handlers that may run at once in this replica, for long ones (a drain
+        takes minutes); without it, a fetched batch is handled before the next is fetched."""
         REGISTRY.contract(event_type)  # a typo fails at start-up, not in production
         self.shell, self.event_type, self.handle = shell, event_type, handle
         self.durable = f"{shell.name}-{event_type}"
@@ -61,8 +64,9 @@ class WorkConsumer:
             durable=self.durable,
             deliver_policy=DeliverPolicy.ALL,
             pull_sub=PullSub(batch_size=fetch, timeout=POLL),
-            config=ConsumerConfig(ack_wait=ack_wait, max_deliver=-1),
+            config=ConsumerConfig(ack_wait=ack_wait, max_deliver=-1, max_ack_pending=max(1000, 2 * (concurrency or 0))),
             ack_policy=AckPolicy.NACK_ON_ERROR,
+            **({"max_workers": concurrency} if concurrency else {}),
             title=f"{self.durable}:{event_type}",
             description=f"{event_type} events, each to one replica of {shell.name}.",
         )

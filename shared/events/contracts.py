@@ -192,9 +192,28 @@ class PodDeleted(PodEvent):
 
 
 class PodEvicted(PodEvent):
+    """A pod drained off a terminating node: evicted through the Eviction API (PDBs respected), or
+    `forced` at the claim's termination grace period (PDBs and do-not-disrupt bypassed)."""
+
     TYPE: ClassVar[str] = "PodEvicted"
     node: str
     nodeclaim: str | None = None
+    reason: str = Field(default="", description="why the node goes: the disruption reason, or Manual")
+    tier: int | None = Field(default=None, description="the drain tier it was evicted in (0 first)")
+    attempt: int = Field(default=1, description="evictions asked for this pod, this one included")
+    forced: bool = False
+    grace_seconds: int | None = Field(default=None, description="the grace period a forced deletion granted")
+
+
+class PodEvictionWaiting(PodEvent):
+    """A drain could not evict the pod yet: a PodDisruptionBudget refused (429), the pod has more
+    than one, or it is `karpenter.sh/do-not-disrupt`. Recorded once per pod, cause and drain."""
+
+    TYPE: ClassVar[str] = "PodEvictionWaiting"
+    node: str
+    nodeclaim: str
+    cause: str = Field(description="PodDisruptionBudget, MultiplePodDisruptionBudgets or DoNotDisrupt")
+    message: str = ""
 
 
 class NodeRegistered(NodeEvent):
@@ -324,9 +343,24 @@ class NodeClaimInitialized(NodeClaimEvent):
     TYPE: ClassVar[str] = "NodeClaimInitialized"
 
 
+class NodeClaimDeletionRequested(NodeClaimEvent):
+    """Someone asked for the claim to go (`nodewright delete nodeclaim`, a scenario, a disruption
+    whose replacements are ready): termination drains it gracefully and deletes its instance."""
+
+    TYPE: ClassVar[str] = "NodeClaimDeletionRequested"
+    reason: str = Field(default="Manual", description="Manual, or the disruption reason")
+    decision_id: str | None = None
+
+
 class NodeClaimDraining(NodeClaimEvent):
+    """Its node is tainted `karpenter.sh/disrupted:NoSchedule` and its pods are being evicted."""
+
     TYPE: ClassVar[str] = "NodeClaimDraining"
     decision_id: str | None = None
+    node: str | None = None
+    termination_time: str | None = Field(
+        default=None, description="RFC 3339: when every pod is deleted at the latest (terminationGracePeriod)"
+    )
 
 
 class NodeClaimTerminated(NodeClaimEvent):
@@ -383,6 +417,7 @@ CONTRACTS: tuple[type[Event], ...] = (
     PodBound,
     PodDeleted,
     PodEvicted,
+    PodEvictionWaiting,
     NodeRegistered,
     NodeInitialized,
     NodeDeleted,
@@ -395,6 +430,7 @@ CONTRACTS: tuple[type[Event], ...] = (
     NodeClaimLaunchFailed,
     NodeClaimRegistered,
     NodeClaimInitialized,
+    NodeClaimDeletionRequested,
     NodeClaimDraining,
     NodeClaimTerminated,
     DisruptionDecided,

@@ -22,6 +22,12 @@ def first_event_id(stream_id: str) -> uuid.UUID:
     return uuid.uuid5(EVENT_IDS, f"{stream_id}@1")
 
 
+def only_event_id(stream_id: str, event_type: str) -> uuid.UUID:
+    """The id of a stream's one event of this type (a claim's deletion request): whoever records
+    it, however often, the log keeps one."""
+    return uuid.uuid5(EVENT_IDS, f"{stream_id}#{event_type}")
+
+
 @dataclass(frozen=True, slots=True)
 class Metadata:
     producer: str

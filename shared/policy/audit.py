@@ -108,6 +108,8 @@ class Replay:
                 events += 1
                 last_position = position
                 if event_type not in counted:
+                    if claim is not None and claim in named_claims(data):  # a drain's steps, told
+                        self.story.append(_told(LogEntry(*entry), None, None))
                     continue
                 name = data.get("nodepool") if isinstance(data, dict) else None
                 if not isinstance(name, str):
@@ -253,8 +255,21 @@ def _chapter(entry: LogEntry, record: dict[str, Any] | None, violation: Any) -> 
         text = f"registered as node {data['node']}"
     elif kind == "NodeClaimInitialized":
         text = "initialized"
+    elif kind == "NodeClaimDeletionRequested":
+        text = f"deletion requested ({data.get('reason') or 'Manual'})"
     elif kind == "NodeClaimDraining":
-        text = "draining"
+        text = f"draining node {data.get('node') or '-'}: tainted karpenter.sh/disrupted:NoSchedule"
+        if data.get("termination_time"):
+            text += f"; every pod deleted by {data['termination_time']} (terminationGracePeriod)"
+    elif kind == "PodEvicted":
+        pod = f"{data.get('namespace')}/{data.get('name')}"
+        if data.get("forced"):
+            text = f"pod {pod} deleted at the termination grace period (grace {data.get('grace_seconds')} s)"
+        else:
+            text = f"pod {pod} evicted in tier {data.get('tier')} (attempt {data.get('attempt', 1)})"
+    elif kind == "PodEvictionWaiting":
+        text = f"pod {data.get('namespace')}/{data.get('name')} waits: {data.get('cause')} {data.get('message', '')}"
+        text = text.rstrip()
     elif kind == "NodeClaimTerminated":
         text = f"terminated{': ' + data['reason'] if data.get('reason') else ''}"
     elif kind == "DisruptionDecided":

@@ -15,13 +15,14 @@ from typing import Any, Protocol
 from shared.api.core import Taint, TaintEffect
 
 POD, NODE, PDB, NODEPOOL, DAEMONSET = "Pod", "Node", "PodDisruptionBudget", "NodePool", "DaemonSet"
+NODECLAIM = "NodeClaim"
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     resource_version: int
-    kind: str  # Pod, Node, PodDisruptionBudget, NodePool, DaemonSet
+    kind: str  # Pod, Node, PodDisruptionBudget, NodePool, DaemonSet, NodeClaim
     action: str  # ADDED, MODIFIED, DELETED
     key: str  # namespace/name, or name for cluster-scoped objects
     object: dict[str, Any]
@@ -98,7 +99,10 @@ class Cluster(Protocol):
 
     async def evict(self, pod: str) -> None: ...
 
-    async def delete_pod(self, pod: str) -> None: ...
+    async def delete_pod(self, pod: str, *, grace_seconds: int | None = None) -> None:
+        """Delete the pod, bypassing PodDisruptionBudgets; `grace_seconds`: the grace period a
+        termination grants at its deadline (the deletion is then the grace period's forcing)."""
+        ...
 
     async def delete_node(self, node: str) -> None: ...
 

@@ -52,6 +52,10 @@ def test_the_burst_scenario_keeps_its_node_limit_and_the_audit_is_clean(tmp_path
         "pending_pods_at_end",
         "violations",
         "audit_ok",
+        "evictions",
+        "pdb_violations",
+        "final_nodes",
+        "terminations",
     }
     assert summary["audit_ok"] is True and summary["violations"] == []
     assert summary["limits"] == {"burst": {"nodes": "8"}}

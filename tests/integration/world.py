@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from services.relay.service import RelayService
 from services.scheduler.service import SchedulerService
 from services.sim.service import SimService
+from services.termination.service import TerminationService
 from services.watcher.service import WatcherService
 from shared.adapters.sim import SimClient
 from shared.api.scenario import parse_scenario
@@ -60,6 +61,15 @@ class World:
         watcher = WatcherService(self.store, self.client, self.clock, self.bus)
         self.tasks.append(asyncio.create_task(watcher.run(self.stopping)))
         return self
+
+    def start_termination(self, replicas: int = 1, **options) -> list[TerminationService]:
+        started = []
+        for _ in range(replicas):
+            service = TerminationService(self.store, self.client, self.client, self.clock, self.bus, **options)
+            started.append(service)
+            self.tasks.append(asyncio.create_task(service.run(self.stopping)))
+        self.terminations = [*getattr(self, "terminations", []), *started]
+        return started
 
     def start_schedulers(self, replicas: int = 1) -> None:
         for _ in range(replicas):

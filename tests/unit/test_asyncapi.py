@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from services.scheduler.service import SchedulerService
+from services.termination.service import TerminationService
 from shared.bus.asyncapi import TOPOLOGY, render, shells
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
@@ -43,10 +44,10 @@ def test_a_deployment_name_prefixes_every_address():
 
 def test_the_documented_consumers_are_the_ones_the_services_declare():
     bus = BusSettings("nats://localhost:4222")
-    scheduler = SchedulerService(
-        EventStore.connect("postgresql://u@localhost/x"), None, ManualClock(datetime.now(UTC)), bus
-    )  # type: ignore[arg-type]
-    declared = {"scheduler": scheduler.shell}
+    store, clock = EventStore.connect("postgresql://u@localhost/x"), ManualClock(datetime.now(UTC))
+    scheduler = SchedulerService(store, None, clock, bus)  # type: ignore[arg-type]
+    termination = TerminationService(store, None, None, clock, bus)  # type: ignore[arg-type]
+    declared = {"scheduler": scheduler.shell, "termination": termination.shell}
     assert set(declared) == set(TOPOLOGY)
     for documented in shells(BusNames()):
         mine = declared[documented.name]

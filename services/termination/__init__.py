@@ -1,0 +1,1 @@
+"""Termination: drains NodeClaims whose deletion was asked for, and deletes their instances."""

@@ -1,0 +1,22 @@
+"""`python -m services.termination --port N`: termination, as `nodewright up` starts it. It drains
+through the sim's cluster and deletes through the sim's cloud, over NATS (the only adapters so far)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from services.termination.service import TerminationService
+from shared.runtime.process import serve_connected
+
+
+def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
+    serve_connected(
+        "termination",
+        lambda store, sim, bus, config: TerminationService(store, sim, sim, config.clock(), bus, port=port),
+    )
+
+
+if __name__ == "__main__":
+    typer.run(main)

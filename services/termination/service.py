@@ -1,0 +1,364 @@
+"""Termination: every NodeClaim whose deletion was asked for is drained gracefully and its instance
+deleted (reference §6; the rules are `shared.termination`).
+
+Replicas share the work through one work consumer on `NodeClaimDeletionRequested`: each claim is
+drained by the replica its message went to, for as long as the drain takes (the replica tells
+the server it is still working; the message is acknowledged once the claim is terminated). A
+replica that dies leaves its messages unacknowledged, and the server hands them to another
+replica, which resumes from what the log recorded: the drain's start, the pods evicted (a pod
+gone from the node is not evicted again). Every replica keeps a projection of the claims, pools
+and pods (a projection consumer), which each pass reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import replace
+from datetime import datetime
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from services.termination.projection import PROJECTED, Projection
+from shared.bus.connection import BusSettings
+from shared.bus.projection import ProjectionConsumer
+from shared.bus.service import ServiceShell
+from shared.bus.work import WorkConsumer, still_working
+from shared.clock import Clock
+from shared.events import contracts as c
+from shared.events.envelope import NewEvent, RecordedEvent
+from shared.policy.counters import ReservationError
+from shared.ports.cloud import CloudProvider, InstanceNotFound
+from shared.ports.cluster import NODE, POD, WARNING, Cluster, ClusterError, EvictionRefused, KubeEvent, NotFound
+from shared.runtime.recorder import Recorder
+from shared.store.eventstore import EventStore, StoreError, unit
+from shared.termination import steps
+from shared.termination.pods import DISRUPTED_TAINT, DrainPod
+from shared.termination.steps import Drain, Termination
+
+PRODUCER = "termination"
+PASS_SECONDS = 0.5
+"""Wall seconds between two passes of one claim's drain."""
+HEARTBEAT_SECONDS = 10.0
+ACK_WAIT = 30.0
+CONCURRENCY = 1000
+"""Claims one replica drains at once."""
+NORMAL = "Normal"
+_IDS = uuid.UUID("8f3c2d1e-5b6a-4c7d-9e8f-7465726d696e")
+log = logging.getLogger("nodewright.termination")
+
+
+def step_id(*parts: object) -> uuid.UUID:
+    """A recorded step's id: the same step of the same drain is recorded once, whoever retries it."""
+    return uuid.uuid5(_IDS, "/".join(str(p) for p in parts))
+
+
+class TerminationService:
+    def __init__(
+        self,
+        store: EventStore,
+        cloud: CloudProvider,
+        cluster: Cluster,
+        clock: Clock,
+        bus: BusSettings | str,
+        *,
+        port: int = 0,
+        ack_wait: float = ACK_WAIT,
+        concurrency: int = CONCURRENCY,
+    ) -> None:
+        self.store, self.cloud, self.cluster, self.clock = store, cloud, cluster, clock
+        self.recorder = Recorder(cluster)
+        self.projection = Projection()
+        self.shell = ServiceShell(PRODUCER, bus, port=port)
+        self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
+        self.work = WorkConsumer(
+            self.shell, "NodeClaimDeletionRequested", self.terminate, ack_wait=ack_wait, concurrency=concurrency
+        )
+        self.active: set[str] = set()
+        self.finished: list[str] = []  # the claims this replica terminated
+        registry = self.shell.registry
+        Gauge(
+            "nodewright_termination_draining", "NodeClaims this replica is terminating now.", registry=registry
+        ).set_function(lambda: len(self.active))
+        self.terminated_total = Counter(
+            "karpenter_nodeclaims_terminated_total",
+            "NodeClaims terminated.",
+            ["nodepool", "capacity_type", "zone"],
+            registry=registry,
+        )
+        self.nodes_terminated = Counter(
+            "karpenter_nodes_terminated_total", "Nodes terminated.", ["nodepool", "zone"], registry=registry
+        )
+        self.nodes_drained = Counter("karpenter_nodes_drained_total", "Nodes drained.", ["nodepool"], registry=registry)
+        self.pods_drained = Counter(
+            "karpenter_pods_drained_total", "Pods drained off terminating nodes.", ["reason"], registry=registry
+        )
+        self.eviction_requests = Counter(
+            "karpenter_pods_eviction_requests_total", "Eviction API requests, by answer.", ["code"], registry=registry
+        )
+        self.claim_duration = Histogram(
+            "karpenter_nodeclaims_termination_duration_seconds",
+            "From a NodeClaim's deletion request to its termination (clock seconds).",
+            buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+            registry=registry,
+        )
+        self.node_duration = Histogram(
+            "karpenter_nodes_termination_duration_seconds",
+            "From a node's drain start to its deletion (clock seconds).",
+            buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+            registry=registry,
+        )
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        await self.shell.run(stopping)
+
+    # --- one claim, from its deletion request to its end -------------------------------------------
+
+    async def terminate(self, event: RecordedEvent, request: c.Event) -> None:
+        """Drain the claim and delete its instance; return once it is terminated (the message is
+        then acknowledged). Safe to run again after a crash, or twice at once."""
+        name = request.nodeclaim  # type: ignore[attr-defined]
+        await self.consumer.reach(event.position)
+        drain = _Drain(self, name)
+        self.active.add(name)
+        try:
+            beat = time.monotonic()
+            while not await drain.step():
+                if time.monotonic() - beat > HEARTBEAT_SECONDS:
+                    await still_working()
+                    beat = time.monotonic()
+                await asyncio.sleep(PASS_SECONDS)
+        finally:
+            self.active.discard(name)
+
+    async def record(self, event: c.Event, event_id: uuid.UUID, now: datetime) -> int | None:
+        """Append one step, with its own id (recorded once however often retried); its position,
+        or None when the store refused it (logged: the step is then not retried)."""
+        new = NewEvent.of(event, occurred_at=now, producer=PRODUCER, event_id=event_id)
+        try:
+            (position,) = await self.store.append(event.stream_id, None, [new])
+        except (StoreError, ReservationError) as exc:
+            log.warning("%s of %s not recorded: %s", event.TYPE, event.stream_id, exc)
+            return None
+        return position
+
+    async def record_all(self, events: list[tuple[c.Event, uuid.UUID]], now: datetime) -> int:
+        """Several steps in one transaction; the last position (0 when nothing was written)."""
+        units = [
+            unit(e.stream_id, None, [NewEvent.of(e, occurred_at=now, producer=PRODUCER, event_id=i)]) for e, i in events
+        ]
+        last = 0
+        for (event, _), result in zip(events, await self.store.append_units(units), strict=True):
+            if isinstance(result, BaseException):
+                log.warning("%s of %s not recorded: %s", event.TYPE, event.stream_id, result)
+            elif result:
+                last = max(last, *result)
+        return last
+
+
+class _Drain:
+    """One claim's termination, as one replica carries it out."""
+
+    def __init__(self, service: TerminationService, name: str) -> None:
+        self.s, self.name = service, name
+        self.instance_gone = False
+        self.node_gone = False
+        self.waiting: set[tuple[str, str]] = set()  # (pod, cause) recorded in this drain
+
+    async def step(self) -> bool:
+        """One pass; True once the claim is terminated."""
+        s = self.s
+        claim = s.projection.claims.get(self.name)
+        if claim is None or claim.terminated:
+            return True
+        t = s.projection.termination(self.name)
+        if t is None:
+            return False
+        t = replace(t, instance_gone=t.instance_gone or self.instance_gone, node_gone=t.node_gone or self.node_gone)
+        now = s.clock.now()
+        step = steps.next_step(t, s.projection.pods_on(t.node), now)
+        if isinstance(step, steps.Taint):
+            await self.taint(t, now)
+        elif isinstance(step, Drain):
+            await self.drain(t, step, now)
+        elif isinstance(step, steps.DeleteInstance):
+            await self.delete_instance(t)
+        elif isinstance(step, steps.DeleteNode):
+            await self.delete_node(t, now)
+        else:
+            await self.finish(t, now)
+            return True
+        return False
+
+    async def taint(self, t: Termination, now: datetime) -> None:
+        s = self.s
+        assert t.node is not None
+        try:
+            await s.cluster.taint(t.node, DISRUPTED_TAINT)
+        except NotFound:
+            self.node_gone = True
+            return
+        deadline = t.termination_time
+        draining = c.NodeClaimDraining(
+            nodeclaim=t.nodeclaim,
+            nodepool=t.nodepool,
+            node=t.node,
+            decision_id=s.projection.claims[t.nodeclaim].decision_id,
+            termination_time=deadline.isoformat() if deadline else None,
+        )
+        position = await s.record(draining, step_id("draining", t.nodeclaim), now)
+        if position is not None:
+            await s.consumer.reach(position)
+        log.info("tainted node %s (nodeclaim %s)", t.node, t.nodeclaim)
+        if deadline is not None:
+            expiring = KubeEvent(
+                "NodeClaim", t.nodeclaim, NORMAL, "TerminationGracePeriodExpiring", steps.expiring_message(deadline)
+            )
+            await s.recorder.publish([expiring], now)
+
+    async def drain(self, t: Termination, plan: Drain, now: datetime) -> None:
+        s = self.s
+        assert t.node is not None
+        events: list[KubeEvent] = []
+        recorded: list[tuple[c.Event, uuid.UUID]] = []
+        outcomes = await asyncio.gather(*(self._force(t, pod, grace, now) for pod, grace in plan.force))
+        for (pod, grace), done in zip(plan.force, outcomes, strict=True):
+            if done:
+                recorded.append(
+                    (self._evicted(t, pod, None, forced=True, grace=grace), step_id("forced", t.nodeclaim, pod.key))
+                )
+                deadline = t.termination_time
+                assert deadline is not None
+                events.append(
+                    KubeEvent(POD, pod.key, WARNING, "Disrupted", steps.forced_message(deadline, grace, pod), pod.uid)
+                )
+        answers = await asyncio.gather(*(self._evict(pod) for pod in plan.evict))
+        for pod, answer in zip(plan.evict, answers, strict=True):
+            s.eviction_requests.labels(answer).inc()
+            key = (t.nodeclaim, pod.key)
+            attempt = s.projection.attempts.get(key, 0) + 1
+            s.projection.attempts[key] = attempt
+            if answer == "200":
+                s.pods_drained.labels(t.eviction_reason).inc()
+                recorded.append(
+                    (self._evicted(t, pod, plan.tier, attempt=attempt), step_id("evicted", t.nodeclaim, pod.key))
+                )
+                events.append(KubeEvent(POD, pod.key, NORMAL, "Evicted", f"Evicted pod: {t.eviction_reason}", pod.uid))
+            elif answer == "429":
+                events.append(KubeEvent(NODE, t.node, WARNING, "FailedDraining", steps.PDB_REFUSED))
+                recorded += self._wait(t, pod, "PodDisruptionBudget", steps.PDB_REFUSED)
+            elif answer == "multiple":
+                events.append(KubeEvent(NODE, t.node, WARNING, "FailedDraining", steps.MULTIPLE_PDBS))
+                recorded += self._wait(t, pod, "MultiplePodDisruptionBudgets", steps.MULTIPLE_PDBS)
+        for pod in plan.waiting:
+            recorded += self._wait(t, pod, "DoNotDisrupt", "the pod is karpenter.sh/do-not-disrupt")
+        left = plan.remaining - sum(1 for a in answers if a in ("200", "404")) - sum(outcomes)
+        if left > 0:
+            events.append(KubeEvent(NODE, t.node, WARNING, "FailedDraining", steps.waiting_message(left)))
+        if recorded:
+            await s.record_all(recorded, now)
+        await s.recorder.publish(events, now)
+
+    def _wait(self, t: Termination, pod: DrainPod, cause: str, message: str) -> list[tuple[c.Event, uuid.UUID]]:
+        if (pod.key, cause) in self.waiting:
+            return []
+        self.waiting.add((pod.key, cause))
+        namespace, _, name = pod.key.partition("/")
+        assert t.node is not None
+        waiting = c.PodEvictionWaiting(
+            namespace=namespace, name=name, node=t.node, nodeclaim=t.nodeclaim, cause=cause, message=message
+        )
+        log.info("pod %s waits on node %s: %s", pod.key, t.node, cause)
+        return [(waiting, step_id("waiting", t.nodeclaim, pod.key, cause))]
+
+    def _evicted(
+        self,
+        t: Termination,
+        pod: DrainPod,
+        tier: int | None,
+        *,
+        attempt: int = 1,
+        forced: bool = False,
+        grace: int | None = None,
+    ) -> c.PodEvicted:
+        namespace, _, name = pod.key.partition("/")
+        assert t.node is not None
+        return c.PodEvicted(
+            namespace=namespace,
+            name=name,
+            node=t.node,
+            nodeclaim=t.nodeclaim,
+            reason=t.eviction_reason,
+            tier=tier,
+            attempt=attempt,
+            forced=forced,
+            grace_seconds=grace,
+        )
+
+    async def _evict(self, pod: DrainPod) -> str:
+        """The Eviction API's answer: 200 evicted; 404 (or 409) gone already; 429 a PDB refused;
+        `multiple` more than one PDB covers the pod."""
+        try:
+            await self.s.cluster.evict(pod.key)
+        except NotFound:
+            return "404"
+        except EvictionRefused:
+            return "429"
+        except ClusterError as exc:
+            if "more than one PodDisruptionBudget" in str(exc):
+                return "multiple"
+            raise
+        return "200"
+
+    async def _force(self, t: Termination, pod: DrainPod, grace: int, now: datetime) -> bool:
+        """A deletion at the termination grace period: PDBs and do-not-disrupt bypassed."""
+        try:
+            await self.s.cluster.delete_pod(pod.key, grace_seconds=grace)
+        except NotFound:
+            return False
+        log.info("deleted pod %s at the termination grace period of nodeclaim %s", pod.key, t.nodeclaim)
+        return True
+
+    async def delete_instance(self, t: Termination) -> None:
+        """The cloud's delete, until the cloud no longer knows the instance."""
+        s = self.s
+        claim = s.projection.claims[t.nodeclaim]
+        provider_id = claim.provider_id
+        if provider_id is None:  # not launched as far as the log says: a launch may be on its way
+            running = [i for i in await s.cloud.list() if i.get("nodeclaim") == t.nodeclaim]
+            if not running:
+                self.instance_gone = True
+                return
+            provider_id = running[0]["providerID"]
+        try:
+            await s.cloud.delete(provider_id)
+        except InstanceNotFound:
+            self.instance_gone = True
+
+    async def delete_node(self, t: Termination, now: datetime) -> None:
+        s = self.s
+        assert t.node is not None
+        with contextlib.suppress(NotFound):
+            await s.cluster.delete_node(t.node)
+        self.node_gone = True
+        log.info("deleted node %s", t.node)
+        claim = s.projection.claims[t.nodeclaim]
+        s.nodes_drained.labels(t.nodepool).inc()
+        s.nodes_terminated.labels(t.nodepool, claim.zone or "").inc()
+        if t.draining_since is not None:
+            s.node_duration.observe(max((now - t.draining_since).total_seconds(), 0.0))
+
+    async def finish(self, t: Termination, now: datetime) -> None:
+        s = self.s
+        claim = s.projection.claims[t.nodeclaim]
+        ended = c.NodeClaimTerminated(nodeclaim=t.nodeclaim, nodepool=t.nodepool, reason=t.reason)
+        position = await s.record(ended, step_id("terminated", t.nodeclaim), now)
+        if position is not None:
+            await s.consumer.reach(position)
+        s.finished.append(t.nodeclaim)
+        s.terminated_total.labels(t.nodepool, claim.capacity_type or "", claim.zone or "").inc()
+        s.claim_duration.observe(max((now - t.requested_at).total_seconds(), 0.0))
+        log.info("terminated nodeclaim %s (%s)", t.nodeclaim, t.reason)
