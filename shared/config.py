@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     """Seconds (on the clock) without a new pod that end the scheduler's batch (upstream's BATCH_IDLE_DURATION)."""
     batch_max_duration: float = 10.0
     """The longest a batch waits after its first pod (upstream's BATCH_MAX_DURATION)."""
+    termination_ack_wait: float = 30.0
+    """Seconds after which a drain whose replica stopped answering goes to another replica."""
 
     def clock(self) -> Clock:
         return clock_from(self.clock_start, self.clock_speed, self.clock_origin)

@@ -14,7 +14,9 @@ from shared.runtime.process import serve_connected
 def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
     serve_connected(
         "termination",
-        lambda store, sim, bus, config: TerminationService(store, sim, sim, config.clock(), bus, port=port),
+        lambda store, sim, bus, config: TerminationService(
+            store, sim, sim, config.clock(), bus, port=port, ack_wait=config.termination_ack_wait
+        ),
     )
 
 

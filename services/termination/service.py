@@ -42,7 +42,8 @@ from shared.termination.steps import Drain, Termination
 PRODUCER = "termination"
 PASS_SECONDS = 0.5
 """Wall seconds between two passes of one claim's drain."""
-HEARTBEAT_SECONDS = 10.0
+HEARTBEAT_FRACTION = 3
+"""A drain tells the server it is alive this many times per `ack_wait`."""
 ACK_WAIT = 30.0
 CONCURRENCY = 1000
 """Claims one replica drains at once."""
@@ -77,6 +78,7 @@ class TerminationService:
         self.work = WorkConsumer(
             self.shell, "NodeClaimDeletionRequested", self.terminate, ack_wait=ack_wait, concurrency=concurrency
         )
+        self.heartbeat = ack_wait / HEARTBEAT_FRACTION
         self.active: set[str] = set()
         self.finished: list[str] = []  # the claims this replica terminated
         registry = self.shell.registry
@@ -127,7 +129,7 @@ class TerminationService:
         try:
             beat = time.monotonic()
             while not await drain.step():
-                if time.monotonic() - beat > HEARTBEAT_SECONDS:
+                if time.monotonic() - beat > self.heartbeat:
                     await still_working()
                     beat = time.monotonic()
                 await asyncio.sleep(PASS_SECONDS)

@@ -1,0 +1,197 @@
+"""Termination benchmark: many NodeClaims deleted at once, each drained as upstream drains.
+
+500 NodeClaims with about 20 pods each (the sim's latencies zero, the clock at real speed, so
+the 5 s minimum drain time is kept) are deleted in one request; the time until every one is
+terminated, and the evictions per second, with 1 and with 3 termination replicas (each service
+its own process, as `nodewright up` runs them; the scheduler is stopped first, so the evicted
+pods do not start a scale-up that would compete). The baseline is the bound upstream's own
+minimum drain time sets at its default concurrency: 100 NodeClaims reconciled at once, at least
+5 s each, so ceil(500 / 100) x 5 s = 25 s. Goal: all 500 terminated within 60 s with one replica.
+
+Run: `python -m benchmarks.termination [--claims 500] [--replicas 1,3]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from benchmarks._db import bench_database
+from services.cli.eventlog import delete_nodeclaims
+from shared.clock import AcceleratedClock
+from shared.config import settings
+from shared.runtime import loop
+from shared.runtime.servers import EmbeddedNats, free_tcp_port
+from shared.store.eventstore import EventStore
+
+PODS_PER_CLAIM = 20
+UPSTREAM_CONCURRENCY = 100
+MIN_DRAIN_SECONDS = 5.0
+
+
+def scenario(claims: int, start: datetime) -> dict:
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "sim.nodewright.dev", "kind": "SimNodeClass", "name": "default"},
+                    "requirements": [{"key": "sim.nodewright.dev/instance-cpu", "operator": "In", "values": ["32"]}],
+                }
+            },
+            "disruption": {"budgets": [{"nodes": "100%"}]},
+        },
+    }
+    return {
+        "apiVersion": "nodewright.dev/v1alpha1",
+        "kind": "Scenario",
+        "metadata": {"name": "termination-bench"},
+        "spec": {
+            "start": start.isoformat(),
+            "duration": "3h",
+            "cloud": {"instanceTypes": 80, "launchLatency": "0s", "registrationLatency": "0s"},
+            "nodePools": [pool],
+            "workloads": [{"name": "web", "replicas": claims * PODS_PER_CLAIM, "requests": {"cpu": "1500m"}}],
+        },
+    }
+
+
+async def count(url: str, sql: str) -> int:
+    store = EventStore.connect(url, pool_size=1)
+    try:
+        async with store.driver_connection() as raw:
+            return int(await raw.fetchval(sql))
+    finally:
+        await store.close()
+
+
+async def claim_names(url: str) -> list[str]:
+    store = EventStore.connect(url, pool_size=1)
+    try:
+        async with store.driver_connection() as raw:
+            rows = await raw.fetch("SELECT data ->> 'nodeclaim' FROM events WHERE type = 'NodeClaimInitialized'")
+            return [row[0] for row in rows]
+    finally:
+        await store.close()
+
+
+def wait(condition, seconds: float, what: str) -> float:
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > seconds:
+            raise SystemExit(f"timed out after {seconds:.0f} s waiting for {what}")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path) -> dict[str, float]:
+    start = datetime.now(UTC).replace(microsecond=0)
+    clock = AcceleratedClock(start, 1.0, time.time())
+    path = workdir / f"scenario-{replicas}.yaml"
+    path.write_text(yaml.safe_dump(scenario(claims, start)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
+    env |= {
+        "NODEWRIGHT_DATABASE_URL": url,
+        "NODEWRIGHT_NATS_URL": nats_url,
+        "NODEWRIGHT_DEPLOYMENT": f"term{replicas}x{os.getpid()}",
+        "NODEWRIGHT_DATA_DIR": str(workdir / f"data-{replicas}"),
+        **clock.environment(),
+    }
+    processes: dict[str, list[subprocess.Popen[bytes]]] = {}
+
+    def start_service(name: str, *args: str) -> None:
+        log = (workdir / f"{name}-{replicas}-{len(processes.get(name, []))}.log").open("wb")
+        processes.setdefault(name, []).append(
+            subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}", *args, "--port", str(free_tcp_port())],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+
+    try:
+        start_service("sim", "--scenario", str(path))
+        time.sleep(1.0)
+        for name in ("relay", "watcher", "scheduler"):
+            start_service(name)
+        for _ in range(replicas):
+            start_service("termination")
+        initialized = "SELECT count(*) FROM events WHERE type = 'NodeClaimInitialized'"
+        setup = wait(lambda: loop.run(count(url, initialized)) >= claims, 900, f"{claims} initialized NodeClaims")
+        bound = "SELECT count(*) FROM events WHERE type = 'PodBound'"
+        wait(lambda: loop.run(count(url, bound)) >= claims * PODS_PER_CLAIM * 0.95, 300, "the pods to run")
+        for scheduler in processes["scheduler"]:
+            scheduler.terminate()
+            scheduler.wait(30)
+        names = loop.run(claim_names(url))
+        started = time.monotonic()
+        loop.run(delete_nodeclaims(url, names, clock.now()))
+        ended = "SELECT count(*) FROM events WHERE type = 'NodeClaimTerminated'"
+        seconds = wait(lambda: loop.run(count(url, ended)) >= len(names), 900, "every NodeClaim terminated")
+        seconds = time.monotonic() - started
+        evicted = loop.run(count(url, "SELECT count(*) FROM events WHERE type = 'PodEvicted'"))
+        return {
+            "replicas": replicas,
+            "claims": len(names),
+            "evictions": evicted,
+            "seconds": seconds,
+            "evictions_per_s": evicted / seconds,
+            "setup_seconds": setup,
+        }
+    finally:
+        for group in processes.values():
+            for process in group:
+                if process.poll() is None:
+                    process.terminate()
+        for group in processes.values():
+            for process in group:
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--claims", type=int, default=500)
+    parser.add_argument("--replicas", default="1,3", help="termination replicas per run, comma-separated")
+    args = parser.parse_args()
+    upstream = math.ceil(args.claims / UPSTREAM_CONCURRENCY) * MIN_DRAIN_SECONDS
+    results = []
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        nats_url = settings().nats_url
+        if not nats_url:
+            nats_url = stack.enter_context(EmbeddedNats(workdir / "nats")).url
+        for replicas in (int(r) for r in args.replicas.split(",")):
+            with bench_database() as url:
+                results.append(run_once(url, nats_url, args.claims, replicas, workdir))
+    for r in results:
+        print(
+            f"{r['claims']} NodeClaims ({r['evictions']} pods evicted) terminated in {r['seconds']:.1f} s with "
+            f"{r['replicas']} replica(s): {r['evictions_per_s']:,.0f} evictions/s (setup {r['setup_seconds']:.0f} s); "
+            f"upstream's bound at its concurrency: {upstream:.0f} s, ratio {r['seconds'] / upstream:.2f}x; goal: 60 s"
+        )
+    if len(results) > 1:
+        speedup = results[0]["seconds"] / results[-1]["seconds"]
+        print(f"{results[-1]['replicas']} replicas against 1: {speedup:.2f}x faster")
+    print(json.dumps({"upstream_bound_seconds": upstream, "runs": results}))
+
+
+if __name__ == "__main__":
+    main()

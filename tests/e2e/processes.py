@@ -1,0 +1,105 @@
+"""Service processes for end-to-end tests: started as `nodewright up` starts them, watched
+through their metrics, killed with SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.store.eventstore import EventStore
+
+
+@dataclass
+class Service:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def metric(self, name: str) -> float | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except (urllib.error.URLError, OSError):
+            return None
+        found = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+        return float(found.group(1)) if found else None
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+
+class System:
+    """Service processes of one deployment, as `nodewright up` starts them."""
+
+    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
+        self.tmp, self.env = tmp, env
+        self.services: list[Service] = []
+
+    def start(self, name: str, *args: str) -> Service:
+        from shared.runtime.servers import free_tcp_port
+
+        port = free_tcp_port()
+        log = self.tmp / f"{name}-{len(self.services)}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}", *args, "--port", str(port)],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        service = Service(name, port, process, log)
+        self.services.append(service)
+        return service
+
+    def stop(self) -> None:
+        for service in reversed(self.services):
+            if service.process.poll() is None:
+                service.process.terminate()
+        for service in self.services:
+            try:
+                service.process.wait(20)
+            except subprocess.TimeoutExpired:
+                service.process.kill()
+
+
+def environment(tmp: Path, database_url: str, nats_url: str, deployment: str, start: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
+    return env | {
+        "NODEWRIGHT_DATA_DIR": str(tmp / "data"),
+        "NODEWRIGHT_DATABASE_URL": database_url,
+        "NODEWRIGHT_NATS_URL": nats_url,
+        "NODEWRIGHT_DEPLOYMENT": deployment,
+        "NODEWRIGHT_CLOCK_START": start,
+        "NODEWRIGHT_CLOCK_SPEED": "60",
+        "NODEWRIGHT_CLOCK_ORIGIN": str(time.time()),
+    }
+
+
+async def bound_pods(store: EventStore, workload: str = "web") -> int:
+    """Pods of the workload whose latest fact says they run."""
+    async with store.driver_connection() as raw:
+        rows = await raw.fetch(
+            "SELECT DISTINCT ON (stream_id) type FROM events WHERE stream_id LIKE $1 ORDER BY stream_id, version DESC",
+            f"pod-%/{workload}-%",
+        )
+    return sum(1 for r in rows if r["type"] == "PodBound")
+
+
+async def wait_for(condition, seconds: float, what: str) -> float:
+    started = time.monotonic()
+    while not await condition():
+        assert time.monotonic() - started < seconds, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+    return time.monotonic() - started
