@@ -64,7 +64,7 @@ def scenario(claims: int, start: datetime) -> dict:
             "duration": "3h",
             "cloud": {"instanceTypes": 80, "launchLatency": "0s", "registrationLatency": "0s"},
             "nodePools": [pool],
-            "workloads": [{"name": "web", "replicas": claims * PODS_PER_CLAIM, "requests": {"cpu": "1500m"}}],
+            "workloads": [{"name": "web", "replicas": claims * PODS_PER_CLAIM, "requests": {"cpu": "1550m"}}],
         },
     }
 
@@ -131,10 +131,11 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
             start_service(name)
         for _ in range(replicas):
             start_service("termination")
-        initialized = "SELECT count(*) FROM events WHERE type = 'NodeClaimInitialized'"
-        setup = wait(lambda: loop.run(count(url, initialized)) >= claims, 900, f"{claims} initialized NodeClaims")
         bound = "SELECT count(*) FROM events WHERE type = 'PodBound'"
-        wait(lambda: loop.run(count(url, bound)) >= claims * PODS_PER_CLAIM * 0.95, 300, "the pods to run")
+        setup = wait(lambda: loop.run(count(url, bound)) >= claims * PODS_PER_CLAIM, 900, "every pod to run")
+        created = "SELECT count(*) FROM events WHERE type = 'NodeClaimCreated'"
+        initialized = "SELECT count(*) FROM events WHERE type = 'NodeClaimInitialized'"
+        setup += wait(lambda: loop.run(count(url, initialized)) == loop.run(count(url, created)), 120, "the claims")
         for scheduler in processes["scheduler"]:
             scheduler.terminate()
             scheduler.wait(30)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -69,6 +70,23 @@ def up(
     """Run until Ctrl-C or `run_for` wall seconds; the last view of the system, and what `then`
     (given the database URL, once every service has stopped and before the servers do) returned."""
     console = console or Console()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops all, as Ctrl-C does
+    try:
+        return _up(config, scenario, speed, run_for, live, base_port, console, then)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _up(
+    config: Settings,
+    scenario: Path | None,
+    speed: float,
+    run_for: float | None,
+    live: bool,
+    base_port: int | None,
+    console: Console,
+    then: Callable[[str], Coroutine[Any, Any, Any]] | None,
+) -> tuple[dict[str, Any], Any]:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
     start = _scenario_start(scenario)

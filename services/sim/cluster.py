@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -41,6 +41,8 @@ HISTORY = 50_000
 """Changes kept for watchers: between this and twice this many."""
 EVENTS_KEPT = 10_000
 """Kubernetes Events kept, the oldest dropped first (the API server lets them expire)."""
+UNSCHEDULABLE_BACKOFF = timedelta(seconds=10)
+"""How often at most a watch hears that a pending pod's scheduling message changed."""
 _ZERO = Decimal(0)
 
 
@@ -81,9 +83,17 @@ class PodTemplate:
     priority_class: str | None = None
     priority: int = 0
     grace_seconds: int = 30
+    _shape: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The pod spec fields a template sets, in the API's shape: a pod's and a DaemonSet's."""
+        """The pod spec fields a template sets, in the API's shape: a pod's and a DaemonSet's.
+        Made once per template (a template is never changed; a pod record copies it shallowly),
+        since every pod of a workload is recorded with it at each status change."""
+        if self._shape is None:
+            self._shape = self._make_dict()
+        return self._shape
+
+    def _make_dict(self) -> dict[str, Any]:
         return {
             "labels": dict(self.labels),
             "annotations": dict(self.annotations),
@@ -109,6 +119,7 @@ class Pod:
     node_name: str | None = None
     started_at: datetime | None = None
     unschedulable: str | None = None  # the scheduler's message while it cannot place the pod
+    reported_at: datetime | None = None  # when a watch last heard the message
     uid: str = ""
 
     @property
@@ -241,7 +252,11 @@ class SimCluster:
         self._used: dict[str, dict[str, Decimal]] = {}  # node -> requests of its pods, and "pods"
         self._owned_by: dict[tuple[str, str, str], dict[str, Pod]] = {}  # (kind, namespace, name) -> pods
         self._anti: dict[str, Pod] = {}  # bound pods with required anti-affinity (checked both ways)
-        self._dirty = True  # something changed that could let a pending pod fit
+        # kube-scheduler's queues: new pending pods are tried at the next pass; every pending pod
+        # when something changed that could let one fit, and at least every UNSCHEDULABLE_BACKOFF
+        self._active: dict[str, Pod] = {}
+        self._retry_all = True
+        self._full_pass_at: datetime | None = None
         self.events: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # aggregated, as the API server does
         self.nodeclaim_deletions: dict[str, dict[str, Any]] = {}  # NodeClaims a user deleted, until they go
         self.evictions = 0
@@ -296,7 +311,8 @@ class SimCluster:
         self._owned_by.setdefault((pod.owner_kind, pod.namespace, pod.owner_name), {})[pod.key] = pod
         if pod.node_name is not None:
             self._place(pod, pod.node_name)
-        self._dirty = True
+        else:
+            self._active[pod.key] = pod
         self.record(POD, ADDED, pod.key, pod.to_dict())
         return pod
 
@@ -313,9 +329,12 @@ class SimCluster:
             self.pdb_violations += 1
         del self.pods[key]
         self._owned_by.get((pod.owner_kind, pod.namespace, pod.owner_name), {}).pop(key, None)
+        self._active.pop(key, None)
         if pod.node_name is not None:
+            node = self.nodes.get(pod.node_name)
+            if key in self._anti or (node is not None and _open(node)):
+                self._retry_all = True  # room, or a domain, others may now take
             self._unplace(pod)
-        self._dirty = True
         self.record(POD, DELETED, key, pod.to_dict())
         return pod
 
@@ -410,7 +429,7 @@ class SimCluster:
         if node.name in self.nodes:
             raise ClusterError(f"node {node.name} already exists")
         self.nodes[node.name] = node
-        self._dirty = True
+        self._retry_all = True
         self.record(NODE, ADDED, node.name, node.to_dict())
 
     def node(self, name: str) -> Node:
@@ -419,8 +438,10 @@ class SimCluster:
             raise NotFound(f"node {name} not found")
         return node
 
-    def _node_changed(self, node: Node) -> None:
-        self._dirty = True
+    def _node_changed(self, node: Node, *, helps: bool = True) -> None:
+        """`helps`: the change may let a pending pod fit (Ready, a taint gone, a label); a taint
+        added cannot."""
+        self._retry_all = self._retry_all or helps
         self.record(NODE, MODIFIED, node.name, node.to_dict())
 
     def set_ready(self, name: str, ready: bool = True) -> None:
@@ -433,6 +454,12 @@ class SimCluster:
         node = self.node(name)
         if not any(t.key == taint.key and t.effect == taint.effect for t in node.taints):
             node.taints.append(taint)
+            self._node_changed(node, helps=False)
+
+    def label_node(self, name: str, labels: dict[str, str]) -> None:
+        node = self.node(name)
+        if any(node.labels.get(k) != v for k, v in labels.items()):
+            node.labels.update(labels)
             self._node_changed(node)
 
     def untaint(self, name: str, key: str, effect: TaintEffect | None = None) -> None:
@@ -450,7 +477,6 @@ class SimCluster:
         gone = [self.delete_pod(p.key) for p in self.bound_to(name)]
         self._on_node.pop(name, None)
         self._used.pop(name, None)
-        self._dirty = True
         self.record(NODE, DELETED, name, node.to_dict())
         return gone
 
@@ -464,6 +490,16 @@ class SimCluster:
         obj = {"name": name, "nodepool": nodepool, "deletionTimestamp": now.isoformat()}
         self.nodeclaim_deletions[name] = obj
         self.record(NODECLAIM, MODIFIED, name, obj)
+
+    def annotate_nodeclaim(self, name: str, nodepool: str, annotations: dict[str, str], now: datetime) -> None:
+        """Annotations on a claim being deleted; a claim whose deletion someone else asked for (a
+        disruption) gets its deletion timestamp now, as the API server would have set it."""
+        self.delete_nodeclaim(name, nodepool, now)
+        obj = self.nodeclaim_deletions[name]
+        if any(obj.get("annotations", {}).get(k) != v for k, v in annotations.items()):
+            obj = {**obj, "annotations": {**obj.get("annotations", {}), **annotations}}
+            self.nodeclaim_deletions[name] = obj
+            self.record(NODECLAIM, MODIFIED, name, obj)
 
     def nodeclaim_gone(self, name: str) -> None:
         obj = self.nodeclaim_deletions.pop(name, None)
@@ -554,12 +590,14 @@ class SimCluster:
         """The workload and DaemonSet controllers: replicas created or removed, one DaemonSet pod
         on each node whose taints it tolerates."""
         for workload in self.workloads.values():
-            owned = _scale_down_order(self._owned(workload.kind, workload.namespace, workload.name))
-            for pod in owned[: max(len(owned) - workload.replicas, 0)]:
-                self.delete_pod(pod.key, by_controller=True)
-            names = {p.name for p in owned}
-            for _ in range(workload.replicas - len(owned)):
-                self.add_pod(self._replica(workload, names, now))
+            owned = self._owned_by.get((workload.kind, workload.namespace, workload.name), {})
+            if len(owned) > workload.replicas:
+                for pod in _scale_down_order(list(owned.values()))[: len(owned) - workload.replicas]:
+                    self.delete_pod(pod.key, by_controller=True)
+            elif len(owned) < workload.replicas:
+                names = {p.name for p in owned.values()} if workload.kind == STATEFULSET else set()
+                for _ in range(workload.replicas - len(owned)):
+                    self.add_pod(self._replica(workload, names, now))
         for ds in self.daemonsets.values():
             for node in self.nodes.values():
                 name = f"{ds.name}-{node.name}"
@@ -584,17 +622,31 @@ class SimCluster:
     def schedule(self, now: datetime) -> list[Pod]:
         """Bind pending pods, in queue order (`_queue_order`), each to the feasible Ready node with the most
         room left (kube-scheduler's LeastAllocated); mark the others Unschedulable with the
-        scheduler's message. A pass runs only when something changed since the last one.
+        scheduler's message. A pass tries the pods added since the last one, or every pending pod
+        when something changed that could let one fit, and at least every UNSCHEDULABLE_BACKOFF.
         Returns the pods bound."""
-        if not self._dirty:
+        due = self._full_pass_at is None or now - self._full_pass_at >= UNSCHEDULABLE_BACKOFF
+        if self._retry_all or due:
+            queue, self._full_pass_at = self.pending(), now
+        else:
+            queue = [p for p in self._active.values() if p.node_name is None]
+        self._retry_all = False
+        self._active.clear()
+        if not queue:
             return []
-        self._dirty = False
         bound = []
         nodes = sorted(self.nodes.values(), key=lambda n: n.name)
-        for pod in sorted(self.pending(), key=_queue_order):
+        hopeless: dict[tuple[str, int], str] = {}
+        for pod in sorted(queue, key=_queue_order):
             reasons: dict[str, int] = {}
             feasible = []
             placement = self._placement(pod)
+            # A pass only takes room and adds anti-affinity: a pod no node could take, with no
+            # affinity or spread that others' binding could satisfy, stands for its workload's rest.
+            alike = (pod.namespace, id(pod.template)) if not placement.required and not placement.spread else None
+            if alike in hopeless:
+                self._unschedulable(pod, hopeless[alike], now)  # type: ignore[index]
+                continue
             for node in nodes:
                 why = self.why_not(pod, node, placement)
                 if why is None:
@@ -613,10 +665,21 @@ class SimCluster:
             )
             if not self.nodes:
                 message = "no nodes available to schedule pods"
-            if pod.unschedulable != message:
-                pod.unschedulable = message
-                self.record(POD, MODIFIED, pod.key, pod.to_dict())
+            if alike is not None:
+                hopeless[alike] = message
+            self._unschedulable(pod, message, now)
         return bound
+
+    def _unschedulable(self, pod: Pod, message: str, now: datetime) -> None:
+        """The pod's message is kept current; a watch hears of a new one at most every
+        `UNSCHEDULABLE_BACKOFF` (kube-scheduler backs unschedulable pods off rather than
+        retrying each at every node that joins, which for thousands of pods floods every watch)."""
+        if pod.unschedulable is None or (
+            message != pod.unschedulable and (pod.reported_at is None or now - pod.reported_at >= UNSCHEDULABLE_BACKOFF)
+        ):
+            pod.unschedulable, pod.reported_at = message, now
+            self.record(POD, MODIFIED, pod.key, pod.to_dict())
+        pod.unschedulable = message
 
     def free(self, node: Node) -> dict[str, Decimal]:
         out = dict(node.allocatable)
@@ -638,7 +701,8 @@ class SimCluster:
             (
                 taint
                 for taint in node.taints
-                if taint.effect != TaintEffect.PREFER_NO_SCHEDULE and not _tolerated(t.tolerations, [taint])
+                if taint.effect != TaintEffect.PREFER_NO_SCHEDULE
+                and not (t.tolerations and any(x.tolerates(taint) for x in t.tolerations))
             ),
             None,
         )
@@ -671,6 +735,8 @@ class SimCluster:
         """What the pod's (and the placed pods') inter-pod rules say, once per pod and pass:
         topology domains it must avoid or join, and its spread constraints' counts."""
         affinity = pod.template.affinity
+        if affinity is None and not pod.template.spread and not self._anti:
+            return _FREE
         blocked: set[tuple[str, str]] = set()
         for term in affinity.required_anti_affinity() if affinity else []:
             for other in self._placed_in(pod.namespace):
@@ -727,6 +793,15 @@ class _Placement:
     blocked: frozenset[tuple[str, str]]  # (topology key, value) domains the pod must avoid
     required: list[tuple[str, set[str | None]]]  # (topology key, domains) it must join, per term
     spread: list[tuple[str, dict[str, int], int, int]]  # (key, matching pods per domain, self, maxSkew)
+
+
+_FREE = _Placement(frozenset(), [], [])
+"""A pod that neither has inter-pod rules nor meets any."""
+
+
+def _open(node: Node) -> bool:
+    """Ready and without a taint that keeps pods off: room freed there is room a pod may take."""
+    return node.ready and not any(t.effect != TaintEffect.PREFER_NO_SCHEDULE for t in node.taints)
 
 
 def _add_domain(into: set[tuple[str, str]], key: str, node: Node | None) -> None:

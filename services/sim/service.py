@@ -51,6 +51,10 @@ class SimService:
             wire.UNTAINT: lambda body: self.world.cluster.untaint(
                 body["node"], body["key"], TaintEffect(body["effect"]) if body.get("effect") else None
             ),
+            wire.LABEL_NODE: lambda body: self.world.cluster.label_node(body["node"], dict(body["labels"])),
+            wire.ANNOTATE_NODECLAIM: lambda body: self.world.cluster.annotate_nodeclaim(
+                body["nodeclaim"], body["nodepool"], dict(body["annotations"]), self.world.now
+            ),
             wire.EVICT: lambda body: _nothing(self.world.cluster.evict(body["pod"])),
             wire.DELETE_POD: lambda body: _nothing(
                 self.world.cluster.delete_pod(body["pod"], forced=body.get("gracePeriodSeconds") is not None)

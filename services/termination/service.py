@@ -23,6 +23,7 @@ from datetime import datetime
 from prometheus_client import Counter, Gauge, Histogram
 
 from services.termination.projection import PROJECTED, Projection
+from shared.api.labels import EXCLUDE_FROM_LOAD_BALANCERS_LABEL, TERMINATION_TIMESTAMP_ANNOTATION
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
@@ -33,10 +34,11 @@ from shared.events.envelope import NewEvent, RecordedEvent
 from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudProvider, InstanceNotFound
 from shared.ports.cluster import NODE, POD, WARNING, Cluster, ClusterError, EvictionRefused, KubeEvent, NotFound
+from shared.runtime.outages import OUTAGES
 from shared.runtime.recorder import Recorder
 from shared.store.eventstore import EventStore, StoreError, unit
 from shared.termination import steps
-from shared.termination.pods import DISRUPTED_TAINT, DrainPod
+from shared.termination.pods import DISRUPTED_TAINT, DrainPod, tier
 from shared.termination.steps import Drain, Termination
 
 PRODUCER = "termination"
@@ -47,6 +49,9 @@ HEARTBEAT_FRACTION = 3
 ACK_WAIT = 30.0
 CONCURRENCY = 1000
 """Claims one replica drains at once."""
+REQUESTS_IN_FLIGHT = 64
+"""Eviction and deletion requests one replica has open at once: a thousand drains asking at
+once would time their requests out."""
 NORMAL = "Normal"
 _IDS = uuid.UUID("8f3c2d1e-5b6a-4c7d-9e8f-7465726d696e")
 log = logging.getLogger("nodewright.termination")
@@ -80,6 +85,7 @@ class TerminationService:
         )
         self.heartbeat = ack_wait / HEARTBEAT_FRACTION
         self.active: set[str] = set()
+        self.requests = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
         self.finished: list[str] = []  # the claims this replica terminated
         registry = self.shell.registry
         Gauge(
@@ -128,13 +134,21 @@ class TerminationService:
         self.active.add(name)
         try:
             beat = time.monotonic()
-            while not await drain.step():
+            while not await self._step(drain):
                 if time.monotonic() - beat > self.heartbeat:
                     await still_working()
                     beat = time.monotonic()
                 await asyncio.sleep(PASS_SECONDS)
         finally:
             self.active.discard(name)
+
+    async def _step(self, drain: _Drain) -> bool:
+        """A pass; a server out of reach (the cluster, the cloud, the store) only delays it."""
+        try:
+            return await drain.step()
+        except OUTAGES as exc:
+            log.warning("terminating nodeclaim %s: %r; trying again", drain.name, exc)
+            return False
 
     async def record(self, event: c.Event, event_id: uuid.UUID, now: datetime) -> int | None:
         """Append one step, with its own id (recorded once however often retried); its position,
@@ -168,7 +182,12 @@ class _Drain:
         self.s, self.name = service, name
         self.instance_gone = False
         self.node_gone = False
+        self.draining_since: datetime | None = None
         self.waiting: set[tuple[str, str]] = set()  # (pod, cause) recorded in this drain
+        self.uncertain: dict[str, tuple[DrainPod, int | None]] = {}
+        """Pods whose eviction (grace None) or forced deletion got no answer: asked again next pass,
+        and a pod found gone then is recorded as this drain's."""
+        self.unrecorded: list[tuple[c.Event, uuid.UUID]] = []  # steps done whose record failed
 
     async def step(self) -> bool:
         """One pass; True once the claim is terminated."""
@@ -179,9 +198,16 @@ class _Drain:
         t = s.projection.termination(self.name)
         if t is None:
             return False
-        t = replace(t, instance_gone=t.instance_gone or self.instance_gone, node_gone=t.node_gone or self.node_gone)
+        t = replace(
+            t,
+            instance_gone=t.instance_gone or self.instance_gone,
+            node_gone=t.node_gone or self.node_gone,
+            draining_since=t.draining_since or self.draining_since,
+        )
         now = s.clock.now()
         step = steps.next_step(t, s.projection.pods_on(t.node), now)
+        if (self.uncertain or self.unrecorded) and not isinstance(step, Drain):
+            step = Drain((), (), (), None, 0)  # settle what earlier passes left open first
         if isinstance(step, steps.Taint):
             await self.taint(t, now)
         elif isinstance(step, Drain):
@@ -196,14 +222,20 @@ class _Drain:
         return False
 
     async def taint(self, t: Termination, now: datetime) -> None:
+        """Upstream's finalizers, in order: the claim's termination timestamp (with a grace period),
+        then the node tainted and left out of external load balancers."""
         s = self.s
         assert t.node is not None
+        deadline = t.termination_time
+        if deadline is not None:
+            stamp = {TERMINATION_TIMESTAMP_ANNOTATION: deadline.isoformat()}
+            await s.cluster.annotate_nodeclaim(t.nodeclaim, t.nodepool, stamp)
         try:
             await s.cluster.taint(t.node, DISRUPTED_TAINT)
+            await s.cluster.label_node(t.node, {EXCLUDE_FROM_LOAD_BALANCERS_LABEL: "karpenter"})
         except NotFound:
             self.node_gone = True
             return
-        deadline = t.termination_time
         draining = c.NodeClaimDraining(
             nodeclaim=t.nodeclaim,
             nodepool=t.nodepool,
@@ -211,9 +243,8 @@ class _Drain:
             decision_id=s.projection.claims[t.nodeclaim].decision_id,
             termination_time=deadline.isoformat() if deadline else None,
         )
-        position = await s.record(draining, step_id("draining", t.nodeclaim), now)
-        if position is not None:
-            await s.consumer.reach(position)
+        await s.record(draining, step_id("draining", t.nodeclaim), now)
+        self.draining_since = now  # the projection hears of it later: the next pass need not wait
         log.info("tainted node %s (nodeclaim %s)", t.node, t.nodeclaim)
         if deadline is not None:
             expiring = KubeEvent(
@@ -226,9 +257,17 @@ class _Drain:
         assert t.node is not None
         events: list[KubeEvent] = []
         recorded: list[tuple[c.Event, uuid.UUID]] = []
-        outcomes = await asyncio.gather(*(self._force(t, pod, grace, now) for pod, grace in plan.force))
-        for (pod, grace), done in zip(plan.force, outcomes, strict=True):
-            if done:
+        force = [*plan.force, *((p, g) for p, g in self.uncertain.values() if g is not None)]
+        evict = [*plan.evict, *(p for p, g in self.uncertain.values() if g is None)]
+        force = list({p.key: (p, g) for p, g in force}.values())
+        evict = list({p.key: p for p in evict if p.key not in {q.key for q, _ in force}}.values())
+        outcomes = await asyncio.gather(*(self._force(pod, grace) for pod, grace in force))
+        for (pod, grace), outcome in zip(force, outcomes, strict=True):
+            if outcome == "unknown":
+                self.uncertain[pod.key] = (pod, grace)
+                continue
+            was_uncertain = self.uncertain.pop(pod.key, None) is not None
+            if outcome == "200" or was_uncertain:
                 recorded.append(
                     (self._evicted(t, pod, None, forced=True, grace=grace), step_id("forced", t.nodeclaim, pod.key))
                 )
@@ -237,16 +276,21 @@ class _Drain:
                 events.append(
                     KubeEvent(POD, pod.key, WARNING, "Disrupted", steps.forced_message(deadline, grace, pod), pod.uid)
                 )
-        answers = await asyncio.gather(*(self._evict(pod) for pod in plan.evict))
-        for pod, answer in zip(plan.evict, answers, strict=True):
-            s.eviction_requests.labels(answer).inc()
+        answers = await asyncio.gather(*(self._evict(pod) for pod in evict))
+        for pod, answer in zip(evict, answers, strict=True):
             key = (t.nodeclaim, pod.key)
             attempt = s.projection.attempts.get(key, 0) + 1
             s.projection.attempts[key] = attempt
+            if answer == "unknown":
+                self.uncertain[pod.key] = (pod, None)
+                continue
+            s.eviction_requests.labels(answer).inc()
+            if self.uncertain.pop(pod.key, None) is not None and answer == "404":
+                answer = "200"  # gone since the request that got no answer: that request evicted it
             if answer == "200":
                 s.pods_drained.labels(t.eviction_reason).inc()
                 recorded.append(
-                    (self._evicted(t, pod, plan.tier, attempt=attempt), step_id("evicted", t.nodeclaim, pod.key))
+                    (self._evicted(t, pod, tier(pod), attempt=attempt), step_id("evicted", t.nodeclaim, pod.key))
                 )
                 events.append(KubeEvent(POD, pod.key, NORMAL, "Evicted", f"Evicted pod: {t.eviction_reason}", pod.uid))
             elif answer == "429":
@@ -257,11 +301,18 @@ class _Drain:
                 recorded += self._wait(t, pod, "MultiplePodDisruptionBudgets", steps.MULTIPLE_PDBS)
         for pod in plan.waiting:
             recorded += self._wait(t, pod, "DoNotDisrupt", "the pod is karpenter.sh/do-not-disrupt")
-        left = plan.remaining - sum(1 for a in answers if a in ("200", "404")) - sum(outcomes)
+        left = len(self.uncertain) + max(
+            plan.remaining - sum(1 for a in answers if a in ("200", "404")) - outcomes.count("200"), 0
+        )
         if left > 0:
             events.append(KubeEvent(NODE, t.node, WARNING, "FailedDraining", steps.waiting_message(left)))
+        recorded, self.unrecorded = [*self.unrecorded, *recorded], []
         if recorded:
-            await s.record_all(recorded, now)
+            try:
+                await s.record_all(recorded, now)
+            except OUTAGES:
+                self.unrecorded = recorded  # done in the cluster: recorded next pass
+                raise
         await s.recorder.publish(events, now)
 
     def _wait(self, t: Termination, pod: DrainPod, cause: str, message: str) -> list[tuple[c.Event, uuid.UUID]]:
@@ -302,9 +353,12 @@ class _Drain:
 
     async def _evict(self, pod: DrainPod) -> str:
         """The Eviction API's answer: 200 evicted; 404 (or 409) gone already; 429 a PDB refused;
-        `multiple` more than one PDB covers the pod."""
+        `multiple` more than one PDB covers the pod; `unknown` no answer came."""
         try:
-            await self.s.cluster.evict(pod.key)
+            async with self.s.requests:
+                await self.s.cluster.evict(pod.key)
+        except OUTAGES:
+            return "unknown"
         except NotFound:
             return "404"
         except EvictionRefused:
@@ -315,14 +369,18 @@ class _Drain:
             raise
         return "200"
 
-    async def _force(self, t: Termination, pod: DrainPod, grace: int, now: datetime) -> bool:
-        """A deletion at the termination grace period: PDBs and do-not-disrupt bypassed."""
+    async def _force(self, pod: DrainPod, grace: int) -> str:
+        """A deletion at the termination grace period, PDBs and do-not-disrupt bypassed: 200, 404
+        (gone already) or `unknown`."""
         try:
-            await self.s.cluster.delete_pod(pod.key, grace_seconds=grace)
+            async with self.s.requests:
+                await self.s.cluster.delete_pod(pod.key, grace_seconds=grace)
+        except OUTAGES:
+            return "unknown"
         except NotFound:
-            return False
-        log.info("deleted pod %s at the termination grace period of nodeclaim %s", pod.key, t.nodeclaim)
-        return True
+            return "404"
+        log.info("deleted pod %s at the termination grace period of nodeclaim %s", pod.key, self.name)
+        return "200"
 
     async def delete_instance(self, t: Termination) -> None:
         """The cloud's delete, until the cloud no longer knows the instance."""
@@ -357,9 +415,7 @@ class _Drain:
         s = self.s
         claim = s.projection.claims[t.nodeclaim]
         ended = c.NodeClaimTerminated(nodeclaim=t.nodeclaim, nodepool=t.nodepool, reason=t.reason)
-        position = await s.record(ended, step_id("terminated", t.nodeclaim), now)
-        if position is not None:
-            await s.consumer.reach(position)
+        await s.record(ended, step_id("terminated", t.nodeclaim), now)
         s.finished.append(t.nodeclaim)
         s.terminated_total.labels(t.nodepool, claim.capacity_type or "", claim.zone or "").inc()
         s.claim_duration.observe(max((now - t.requested_at).total_seconds(), 0.0))

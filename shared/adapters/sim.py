@@ -33,6 +33,8 @@ SNAPSHOT = "cluster.snapshot"
 CHANGES = "cluster.changes"
 TAINT = "cluster.taint"
 UNTAINT = "cluster.untaint"
+LABEL_NODE = "cluster.label-node"
+ANNOTATE_NODECLAIM = "cluster.annotate-nodeclaim"
 EVICT = "cluster.evict"
 DELETE_POD = "cluster.delete-pod"
 DELETE_NODE = "cluster.delete-node"
@@ -132,6 +134,12 @@ class SimClient:
 
     async def untaint(self, node: str, key: str, effect: TaintEffect | None = None) -> None:
         await self.call(UNTAINT, {"node": node, "key": key, "effect": effect.value if effect else None})
+
+    async def label_node(self, node: str, labels: dict[str, str]) -> None:
+        await self.call(LABEL_NODE, {"node": node, "labels": labels})
+
+    async def annotate_nodeclaim(self, nodeclaim: str, nodepool: str, annotations: dict[str, str]) -> None:
+        await self.call(ANNOTATE_NODECLAIM, {"nodeclaim": nodeclaim, "nodepool": nodepool, "annotations": annotations})
 
     async def evict(self, pod: str) -> None:
         await self.call(EVICT, {"pod": pod})

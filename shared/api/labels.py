@@ -24,6 +24,8 @@ WINDOWS_BUILD_LABEL = "node.kubernetes.io/windows-build"
 
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+TERMINATION_TIMESTAMP_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
+EXCLUDE_FROM_LOAD_BALANCERS_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 CAPACITY_TYPES = frozenset({"on-demand", "spot", "reserved"})
 

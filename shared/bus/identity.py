@@ -33,6 +33,8 @@ _SIM_BY_SERVICE: dict[str, tuple[str, ...]] = {
     "termination": (
         "cluster.taint",
         "cluster.untaint",
+        "cluster.label-node",
+        "cluster.annotate-nodeclaim",
         "cluster.evict",
         "cluster.delete-pod",
         "cluster.delete-node",

@@ -44,6 +44,7 @@ INACTIVE = 600.0
 ACK_WAIT = 30.0
 MAX_ACK_PENDING = 10_000
 REACH_WAIT = 1.0
+FILL_PAGE = 5000
 """How long `reach` waits for the bus before it reads the store itself."""
 SETTLE_WAIT = 60.0
 """How long a fill waits for a position whose writer is still running before it gives up."""
@@ -219,7 +220,8 @@ class ProjectionConsumer:
         started = time.monotonic()
         while self.position < upto:
             hole = None
-            async with contextlib.aclosing(self.store.read_all(self.position)) as pages:
+            wanted = min(max(upto - self.position, 1), FILL_PAGE)  # not a page past `upto`: a reach is often one event
+            async with contextlib.aclosing(self.store.read_all(self.position, batch_size=wanted)) as pages:
                 async for page in pages:
                     ready: list[RecordedEvent] = []
                     for event in page:

@@ -18,6 +18,18 @@ from pathlib import Path
 from shared.store.eventstore import EventStore
 
 
+def pids(output: str) -> dict[str, int]:
+    return {name: int(pid) for name, pid in re.findall(r"started (\w+) \(pid (\d+)\)", output)}
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
 @dataclass
 class Service:
     name: str

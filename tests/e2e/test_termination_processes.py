@@ -16,7 +16,7 @@ import yaml
 
 from services.cli.eventlog import audit_database
 from shared.store.eventstore import EventStore
-from tests.e2e.processes import System, environment, wait_for
+from tests.e2e.processes import System, environment, gone, pids, wait_for
 from tests.integration.test_termination import scenario
 
 pytestmark = pytest.mark.timeout(300)
@@ -116,8 +116,11 @@ def test_delete_nodeclaim_beside_a_running_up_drains_it_and_waits(
         assert done.returncode == 0, done.stdout + done.stderr
         assert f'nodeclaim.karpenter.sh "{claim}" deleted' in done.stdout and f"terminated: {claim}" in done.stdout
     finally:
-        up.terminate()
-        up.communicate(timeout=60)
+        up.terminate()  # as `kill` would: up stops every service it started, as on Ctrl-C
+        output, _ = up.communicate(timeout=60)
+    assert "stopped: every process and server is down" in output
+    started = pids(output)
+    assert len(started) == 5 and all(gone(pid) for pid in started.values()), output
 
 
 def _wait_for_a_launched_claim(url: str, seconds: float = 60) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 from shared.bus.names import BusNames
 from shared.config import driver_params
 from tests.conftest import ROOT
+from tests.e2e.processes import gone, pids
 
 pytestmark = pytest.mark.timeout(180)
 NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
@@ -39,18 +39,6 @@ def up(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProces
     return subprocess.run(
         [NODEWRIGHT, "up", *args, "--no-live"], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
     )
-
-
-def pids(output: str) -> dict[str, int]:
-    return {name: int(pid) for name, pid in re.findall(r"started (\w+) \(pid (\d+)\)", output)}
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
 
 
 async def log_facts(database_url: str) -> dict[str, int]:

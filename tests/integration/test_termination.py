@@ -109,6 +109,13 @@ async def test_a_budget_that_allows_nothing_stalls_the_drain_until_the_grace_per
             e for e in world.sim.world.cluster.events.values() if e["reason"] == "TerminationGracePeriodExpiring"
         ]
         assert expiring and expiring[0]["message"].startswith("All pods will be deleted by ")
+        cluster = world.sim.world.cluster
+        ((claim, deleting),) = cluster.nodeclaim_deletions.items()
+        stamp = deleting["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"]
+        assert expiring[0]["message"] == f"All pods will be deleted by {stamp}"
+        node = cluster.nodes[claim]  # the sim names a node after its claim
+        assert node.labels["node.kubernetes.io/exclude-from-external-load-balancers"] == "karpenter"
+        assert any(t.key == "karpenter.sh/disrupted" and t.effect.value == "NoSchedule" for t in node.taints)
 
         async def ended(_: SimService) -> bool:
             return len(await terminated(store)) == 1
