@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bus
 	$(BIN)/python -m benchmarks.strict_limits
 	$(BIN)/python -m benchmarks.scheduling
+	$(BIN)/python -m benchmarks.termination
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -88,6 +88,21 @@ async def claim_names(url: str) -> list[str]:
         await store.close()
 
 
+async def durations(url: str) -> list[float]:
+    """Each claim's seconds from its deletion request to its termination, sorted."""
+    store = EventStore.connect(url, pool_size=1)
+    try:
+        async with store.driver_connection() as raw:
+            rows = await raw.fetch(
+                "SELECT extract(epoch FROM t.occurred_at - r.occurred_at) FROM events r JOIN events t"
+                " ON t.stream_id = r.stream_id AND t.type = 'NodeClaimTerminated'"
+                " WHERE r.type = 'NodeClaimDeletionRequested' ORDER BY 1"
+            )
+            return [float(row[0]) for row in rows]
+    finally:
+        await store.close()
+
+
 def wait(condition, seconds: float, what: str) -> float:
     started = time.monotonic()
     while not condition():
@@ -98,22 +113,23 @@ def wait(condition, seconds: float, what: str) -> float:
 
 
 def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path) -> dict[str, float]:
+    workdir.mkdir(parents=True)
     start = datetime.now(UTC).replace(microsecond=0)
     clock = AcceleratedClock(start, 1.0, time.time())
-    path = workdir / f"scenario-{replicas}.yaml"
+    path = workdir / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario(claims, start)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
     env |= {
         "NODEWRIGHT_DATABASE_URL": url,
         "NODEWRIGHT_NATS_URL": nats_url,
-        "NODEWRIGHT_DEPLOYMENT": f"term{replicas}x{os.getpid()}",
-        "NODEWRIGHT_DATA_DIR": str(workdir / f"data-{replicas}"),
+        "NODEWRIGHT_DEPLOYMENT": f"{workdir.name}x{os.getpid()}",  # a stream of its own: ids repeat per run
+        "NODEWRIGHT_DATA_DIR": str(workdir / "data"),
         **clock.environment(),
     }
     processes: dict[str, list[subprocess.Popen[bytes]]] = {}
 
     def start_service(name: str, *args: str) -> None:
-        log = (workdir / f"{name}-{replicas}-{len(processes.get(name, []))}.log").open("wb")
+        log = (workdir / f"{name}-{len(processes.get(name, []))}.log").open("wb")
         processes.setdefault(name, []).append(
             subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}", *args, "--port", str(free_tcp_port())],
@@ -132,7 +148,7 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
         for _ in range(replicas):
             start_service("termination")
         bound = "SELECT count(*) FROM events WHERE type = 'PodBound'"
-        setup = wait(lambda: loop.run(count(url, bound)) >= claims * PODS_PER_CLAIM, 900, "every pod to run")
+        setup = wait(lambda: loop.run(count(url, bound)) >= claims * PODS_PER_CLAIM, 300, "every pod to run")
         created = "SELECT count(*) FROM events WHERE type = 'NodeClaimCreated'"
         initialized = "SELECT count(*) FROM events WHERE type = 'NodeClaimInitialized'"
         setup += wait(lambda: loop.run(count(url, initialized)) == loop.run(count(url, created)), 120, "the claims")
@@ -143,9 +159,10 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
         started = time.monotonic()
         loop.run(delete_nodeclaims(url, names, clock.now()))
         ended = "SELECT count(*) FROM events WHERE type = 'NodeClaimTerminated'"
-        seconds = wait(lambda: loop.run(count(url, ended)) >= len(names), 900, "every NodeClaim terminated")
+        seconds = wait(lambda: loop.run(count(url, ended)) >= len(names), 600, "every NodeClaim terminated")
         seconds = time.monotonic() - started
         evicted = loop.run(count(url, "SELECT count(*) FROM events WHERE type = 'PodEvicted'"))
+        spans = loop.run(durations(url))
         return {
             "replicas": replicas,
             "claims": len(names),
@@ -153,6 +170,9 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
             "seconds": seconds,
             "evictions_per_s": evicted / seconds,
             "setup_seconds": setup,
+            "claim_p50_s": spans[len(spans) // 2],
+            "claim_p99_s": spans[min(len(spans) - 1, len(spans) * 99 // 100)],
+            "claim_max_s": spans[-1],
         }
     finally:
         for group in processes.values():
@@ -171,21 +191,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--claims", type=int, default=500)
     parser.add_argument("--replicas", default="1,3", help="termination replicas per run, comma-separated")
+    parser.add_argument("--logs", type=Path, help="keep the services' logs in this directory")
     args = parser.parse_args()
     upstream = math.ceil(args.claims / UPSTREAM_CONCURRENCY) * MIN_DRAIN_SECONDS
     results = []
     with ExitStack() as stack:
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        workdir = args.logs or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        workdir.mkdir(parents=True, exist_ok=True)
         nats_url = settings().nats_url
         if not nats_url:
             nats_url = stack.enter_context(EmbeddedNats(workdir / "nats")).url
-        for replicas in (int(r) for r in args.replicas.split(",")):
+        for index, replicas in enumerate(int(r) for r in args.replicas.split(",")):
             with bench_database() as url:
-                results.append(run_once(url, nats_url, args.claims, replicas, workdir))
+                results.append(run_once(url, nats_url, args.claims, replicas, workdir / f"run{index}"))
     for r in results:
         print(
             f"{r['claims']} NodeClaims ({r['evictions']} pods evicted) terminated in {r['seconds']:.1f} s with "
             f"{r['replicas']} replica(s): {r['evictions_per_s']:,.0f} evictions/s (setup {r['setup_seconds']:.0f} s); "
+            f"per claim p50 {r['claim_p50_s']:.1f} s, p99 {r['claim_p99_s']:.1f} s, max {r['claim_max_s']:.1f} s; "
             f"upstream's bound at its concurrency: {upstream:.0f} s, ratio {r['seconds'] / upstream:.2f}x; goal: 60 s"
         )
     if len(results) > 1:

@@ -9,7 +9,6 @@ watchers (`changes_since`). Pure: time comes in as `now`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -21,6 +20,7 @@ from shared.api.labels import HOSTNAME_LABEL
 from shared.api.pod import Affinity, LabelSelector, TopologySpreadConstraint, WhenUnsatisfiable
 from shared.api.quantity import format_quantity
 from shared.api.scenario import STATEFULSET
+from shared.disruption.pdbs import scaled
 from shared.ports import cluster as ports
 from shared.ports.cluster import (
     ADDED,
@@ -228,13 +228,6 @@ def _quantities(values: Mapping[str, Decimal]) -> dict[str, str]:
     return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
 
 
-def _scaled(value: int | str, total: int) -> int:
-    """An IntOrString of a PDB: a count, or a percentage of `total` rounded up (as Kubernetes does)."""
-    if isinstance(value, int):
-        return value
-    return math.ceil(int(value.rstrip("%")) * total / 100)
-
-
 class SimCluster:
     def __init__(self) -> None:
         self.pods: dict[str, Pod] = {}
@@ -414,9 +407,9 @@ class SimCluster:
         expected = len(matching)
         healthy = sum(self._healthy(p) for p in matching)
         if pdb.min_available is not None:
-            desired = _scaled(pdb.min_available, expected)
+            desired = scaled(pdb.min_available, expected)
         else:
-            desired = expected - _scaled(pdb.max_unavailable if pdb.max_unavailable is not None else 0, expected)
+            desired = expected - scaled(pdb.max_unavailable if pdb.max_unavailable is not None else 0, expected)
         return healthy, desired
 
     def _healthy(self, pod: Pod) -> bool:
