@@ -69,38 +69,27 @@ def scenario(claims: int, start: datetime) -> dict:
     }
 
 
+async def column(url: str, sql: str) -> list:
+    """The first column of a query's rows."""
+    store = EventStore.connect(url, pool_size=1)
+    try:
+        async with store.driver_connection() as raw:
+            return [row[0] for row in await raw.fetch(sql)]
+    finally:
+        await store.close()
+
+
 async def count(url: str, sql: str) -> int:
-    store = EventStore.connect(url, pool_size=1)
-    try:
-        async with store.driver_connection() as raw:
-            return int(await raw.fetchval(sql))
-    finally:
-        await store.close()
+    return int((await column(url, sql))[0])
 
 
-async def claim_names(url: str) -> list[str]:
-    store = EventStore.connect(url, pool_size=1)
-    try:
-        async with store.driver_connection() as raw:
-            rows = await raw.fetch("SELECT data ->> 'nodeclaim' FROM events WHERE type = 'NodeClaimInitialized'")
-            return [row[0] for row in rows]
-    finally:
-        await store.close()
-
-
-async def durations(url: str) -> list[float]:
-    """Each claim's seconds from its deletion request to its termination, sorted."""
-    store = EventStore.connect(url, pool_size=1)
-    try:
-        async with store.driver_connection() as raw:
-            rows = await raw.fetch(
-                "SELECT extract(epoch FROM t.occurred_at - r.occurred_at) FROM events r JOIN events t"
-                " ON t.stream_id = r.stream_id AND t.type = 'NodeClaimTerminated'"
-                " WHERE r.type = 'NodeClaimDeletionRequested' ORDER BY 1"
-            )
-            return [float(row[0]) for row in rows]
-    finally:
-        await store.close()
+CLAIMS = "SELECT data ->> 'nodeclaim' FROM events WHERE type = 'NodeClaimInitialized'"
+DURATIONS = (
+    "SELECT extract(epoch FROM t.occurred_at - r.occurred_at)::float FROM events r JOIN events t"
+    " ON t.stream_id = r.stream_id AND t.type = 'NodeClaimTerminated'"
+    " WHERE r.type = 'NodeClaimDeletionRequested' ORDER BY 1"
+)
+"""Each claim's seconds from its deletion request to its termination, sorted."""
 
 
 def wait(condition, seconds: float, what: str) -> float:
@@ -155,14 +144,14 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
         for scheduler in processes["scheduler"]:
             scheduler.terminate()
             scheduler.wait(30)
-        names = loop.run(claim_names(url))
+        names = loop.run(column(url, CLAIMS))
         started = time.monotonic()
         loop.run(delete_nodeclaims(url, names, clock.now()))
         ended = "SELECT count(*) FROM events WHERE type = 'NodeClaimTerminated'"
         seconds = wait(lambda: loop.run(count(url, ended)) >= len(names), 600, "every NodeClaim terminated")
         seconds = time.monotonic() - started
         evicted = loop.run(count(url, "SELECT count(*) FROM events WHERE type = 'PodEvicted'"))
-        spans = loop.run(durations(url))
+        spans = loop.run(column(url, DURATIONS))
         return {
             "replicas": replicas,
             "claims": len(names),

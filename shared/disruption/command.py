@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shared.api.nodepool import DisruptionReason
-
 
 class Decision(StrEnum):
     DELETE = "delete"
@@ -16,7 +14,8 @@ class Decision(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    reason: DisruptionReason
+    reason: str
+    """A budget reason (Empty, Underutilized, Drifted), or a forceful one (Expired, OverLimit)."""
     candidates: tuple[str, ...]
     """NodeClaim names, in the order the method chose them."""
     replacements: int = 0

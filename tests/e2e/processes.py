@@ -86,13 +86,20 @@ class System:
                 service.process.kill()
 
 
-def environment(tmp: Path, database_url: str, nats_url: str, deployment: str, start: str) -> dict[str, str]:
+def cli_environment(
+    tmp: Path, database_url: str | None = None, nats_url: str | None = None, deployment: str | None = None
+) -> dict[str, str]:
+    """A user's environment for `nodewright`: a data dir under `tmp`; the servers and deployment
+    given, else the embedded servers and the default deployment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
-    return env | {
-        "NODEWRIGHT_DATA_DIR": str(tmp / "data"),
-        "NODEWRIGHT_DATABASE_URL": database_url,
-        "NODEWRIGHT_NATS_URL": nats_url,
-        "NODEWRIGHT_DEPLOYMENT": deployment,
+    env["NODEWRIGHT_DATA_DIR"] = str(tmp / "data")
+    given = {"DATABASE_URL": database_url, "NATS_URL": nats_url, "DEPLOYMENT": deployment}
+    return env | {f"NODEWRIGHT_{k}": v for k, v in given.items() if v}
+
+
+def environment(tmp: Path, database_url: str, nats_url: str, deployment: str, start: str) -> dict[str, str]:
+    """A service's environment, as `nodewright up` gives it: with the shared clock."""
+    return cli_environment(tmp, database_url, nats_url, deployment) | {
         "NODEWRIGHT_CLOCK_START": start,
         "NODEWRIGHT_CLOCK_SPEED": "60",
         "NODEWRIGHT_CLOCK_ORIGIN": str(time.time()),

@@ -16,7 +16,7 @@ import yaml
 
 from services.cli.eventlog import audit_database
 from shared.store.eventstore import EventStore
-from tests.e2e.processes import System, environment, gone, pids, wait_for
+from tests.e2e.processes import System, cli_environment, environment, gone, pids, wait_for
 from tests.integration.test_termination import scenario
 
 pytestmark = pytest.mark.timeout(300)
@@ -85,13 +85,7 @@ def test_delete_nodeclaim_beside_a_running_up_drains_it_and_waits(
     document = scenario([{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}], delete=1, at="2h")
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(document))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
-    env |= {
-        "NODEWRIGHT_DATA_DIR": str(tmp_path / "data"),
-        "NODEWRIGHT_DATABASE_URL": fresh_database_url,
-        "NODEWRIGHT_NATS_URL": nats_server_url,
-        "NODEWRIGHT_DEPLOYMENT": f"del{os.getpid()}",
-    }
+    env = cli_environment(tmp_path, fresh_database_url, nats_server_url, f"del{os.getpid()}")
     up = subprocess.Popen(
         [NODEWRIGHT, "up", "--scenario", str(path), "--speed", "60", "--for", "90", "--no-live"],
         env=env,
@@ -149,13 +143,7 @@ def test_run_reports_each_termination(tmp_path: Path, fresh_database_url: str, n
     document["spec"]["duration"] = "40m"
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(document))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
-    env |= {
-        "NODEWRIGHT_DATA_DIR": str(tmp_path / "data"),
-        "NODEWRIGHT_DATABASE_URL": fresh_database_url,
-        "NODEWRIGHT_NATS_URL": nats_server_url,
-        "NODEWRIGHT_DEPLOYMENT": f"run{os.getpid()}",
-    }
+    env = cli_environment(tmp_path, fresh_database_url, nats_server_url, f"run{os.getpid()}")
     done = subprocess.run(
         [NODEWRIGHT, "run", str(path), "--speed", "120", "--output", "json"],
         env=env,

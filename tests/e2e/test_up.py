@@ -17,21 +17,11 @@ import pytest
 from shared.bus.names import BusNames
 from shared.config import driver_params
 from tests.conftest import ROOT
-from tests.e2e.processes import gone, pids
+from tests.e2e.processes import cli_environment, gone, pids
 
 pytestmark = pytest.mark.timeout(180)
 NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
 BURST = str(ROOT / "examples/scenarios/burst-node-limit.yaml")
-
-
-def environment(tmp_path: Path, database_url: str | None, nats_url: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
-    env["NODEWRIGHT_DATA_DIR"] = str(tmp_path / "data")
-    if database_url:
-        env["NODEWRIGHT_DATABASE_URL"] = database_url
-    if nats_url:
-        env["NODEWRIGHT_NATS_URL"] = nats_url
-    return env
 
 
 def up(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,7 +52,7 @@ async def published(nats_url: str, names: BusNames) -> int:
 
 def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_url, nats_server_url):
     names = BusNames(f"up{os.getpid()}")
-    env = environment(tmp_path, fresh_database_url, nats_server_url)
+    env = cli_environment(tmp_path, fresh_database_url, nats_server_url)
     env["NODEWRIGHT_DEPLOYMENT"] = names.deployment
     done = up(tmp_path, env, "--scenario", BURST, "--speed", "60", "--for", "6")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -99,7 +89,7 @@ def _interruptible() -> None:
 
 
 def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothing_left(tmp_path):
-    env = environment(tmp_path, None, None)  # embedded PostgreSQL and NATS under the data dir
+    env = cli_environment(tmp_path, None, None)  # embedded PostgreSQL and NATS under the data dir
     command = [NODEWRIGHT, "up", "--scenario", BURST, "--speed", "60", "--no-live"]
     first = subprocess.Popen(
         command,
@@ -138,7 +128,7 @@ def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothi
 def test_a_bad_scenario_starts_nothing(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(Path(BURST).read_text().replace("replicas: 60", "replicas: -1"))
-    done = up(tmp_path, environment(tmp_path, None, None), "--scenario", str(bad), "--for", "1")
+    done = up(tmp_path, cli_environment(tmp_path, None, None), "--scenario", str(bad), "--for", "1")
     assert done.returncode == 2
     assert "spec.timeline[0].scale.replicas" in done.stderr and "started" not in done.stdout
     assert not (tmp_path / "data" / "postgres").exists()

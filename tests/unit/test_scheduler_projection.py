@@ -186,3 +186,19 @@ def test_a_claim_whose_node_was_deleted_is_orphaned_until_it_ends():
     assert p.orphaned() == ["c1"]
     p.apply([recorded(5, "NodeClaimTerminated", {"nodeclaim": "c1", "nodepool": "a"})])
     assert p.orphaned() == [] and p.claims == {}
+
+
+def test_garbage_collection_leaves_a_claim_being_deleted_to_termination():
+    """Issue 7's note: a claim whose node is gone is the garbage collector's only if nobody asked
+    for its deletion; termination ends the others, so each claim ends once, by one service."""
+    p = Projection()
+    for position, name in enumerate(("c1", "c2"), start=1):
+        created = {"nodeclaim": name, "nodepool": "a", "pods": [], "requirements": []}
+        p.apply([recorded(2 * position - 1, "NodeClaimCreated", created)])
+        p.apply([recorded(2 * position, "NodeClaimLaunched", {**LAUNCHED, "nodeclaim": name})])
+    p.apply([recorded(5, "NodeClaimDeletionRequested", {"nodeclaim": "c2", "nodepool": "a"})])
+    p.apply([recorded(6, "NodeDeleted", {"node": "c1", "nodeclaim": "c1"})])
+    p.apply([recorded(7, "NodeDeleted", {"node": "c2", "nodeclaim": "c2"})])
+    assert p.orphaned() == ["c1"]
+    p.apply([recorded(8, "NodeClaimTerminated", {"nodeclaim": "c2", "nodepool": "a"})])
+    assert p.orphaned() == ["c1"] and "c2" not in p.deleting and "c2" not in p.claims

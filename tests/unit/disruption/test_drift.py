@@ -1,0 +1,85 @@
+"""Drift detection (reference §5.6), table by table: the template hash, the requirements, and the
+order drifted claims go in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.api.nodepool import Requirement
+from shared.disruption.drift import (
+    NODEPOOL_DRIFTED,
+    REQUIREMENTS_DRIFTED,
+    DriftedClaim,
+    Stamp,
+    drift_order,
+    drift_reason,
+)
+from shared.scheduling.requirements import Requirements
+
+T0 = datetime(2026, 11, 24, 12, tzinfo=UTC)
+LABELS = {"team": "a", "karpenter.sh/capacity-type": "spot", "topology.kubernetes.io/zone": "zone-a"}
+SAME = Stamp("111", "nw1")
+
+
+def req(key: str, operator: str, *values: str) -> Requirement:
+    return Requirement.model_validate({"key": key, "operator": operator, "values": list(values) or None})
+
+
+def reason(pool_stamp=SAME, *requirements: Requirement, launched=True, claim_stamp=SAME, labels=LABELS):
+    return drift_reason(
+        launched=launched,
+        claim=claim_stamp,
+        pool=pool_stamp,
+        claim_labels=labels,
+        pool_requirements=Requirements.of(requirements),
+    )
+
+
+@pytest.mark.parametrize(
+    ("pool", "claim", "expected"),
+    [
+        (SAME, SAME, None),
+        (Stamp("222", "nw1"), SAME, NODEPOOL_DRIFTED),
+        (Stamp("222", "nw2"), SAME, None),  # another hashing scheme: compare only equals
+        (Stamp(None, None), SAME, None),  # unknown on one side
+        (Stamp("222", "nw1"), Stamp(None, None), None),
+    ],
+)
+def test_the_template_hash(pool, claim, expected):
+    assert reason(pool, claim_stamp=claim) == expected
+
+
+@pytest.mark.parametrize(
+    ("requirements", "expected", "note"),
+    [
+        ((req("team", "In", "a"),), None, "still satisfied"),
+        ((req("team", "In", "a", "b"),), None, "broadened values"),
+        ((req("team", "Exists"),), None, "loosened to Exists"),
+        ((req("team", "In", "b"),), REQUIREMENTS_DRIFTED, "narrowed past the claim's value"),
+        ((req("owner", "In", "x"),), REQUIREMENTS_DRIFTED, "a new required key the claim lacks"),
+        ((req("team", "DoesNotExist"),), REQUIREMENTS_DRIFTED, "DoesNotExist on a key it has"),
+        ((req("owner", "DoesNotExist"),), None, "DoesNotExist on a key it lacks"),
+        ((req("karpenter.sh/capacity-type", "In", "on-demand"),), REQUIREMENTS_DRIFTED, "capacity type narrowed"),
+        ((req("topology.kubernetes.io/zone", "NotIn", "zone-b"),), None, "another zone excluded"),
+        ((req("topology.kubernetes.io/zone", "NotIn", "zone-a"),), REQUIREMENTS_DRIFTED, "its zone excluded"),
+    ],
+)
+def test_the_requirements(requirements, expected, note):
+    assert reason(SAME, *requirements) == expected, note
+
+
+def test_the_hash_comes_first_and_an_unlaunched_claim_never_drifts():
+    assert reason(Stamp("222", "nw1"), req("team", "In", "b")) == NODEPOOL_DRIFTED
+    assert reason(Stamp("222", "nw1"), req("team", "In", "b"), launched=False) is None
+
+
+def test_empty_claims_go_first_then_the_longest_drifted():
+    claims = [
+        DriftedClaim("busy-old", False, T0),
+        DriftedClaim("empty-new", True, T0 + timedelta(hours=1)),
+        DriftedClaim("busy-new", False, T0 + timedelta(hours=2)),
+        DriftedClaim("empty-old", True, T0),
+    ]
+    assert drift_order(claims) == ["empty-old", "empty-new", "busy-old", "busy-new"]
