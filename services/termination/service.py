@@ -81,7 +81,12 @@ class TerminationService:
         self.shell = ServiceShell(PRODUCER, bus, port=port)
         self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
         self.work = WorkConsumer(
-            self.shell, "NodeClaimDeletionRequested", self.terminate, ack_wait=ack_wait, concurrency=concurrency
+            self.shell,
+            "NodeClaimDeletionRequested",
+            self.terminate,
+            store=store,
+            ack_wait=ack_wait,
+            concurrency=concurrency,
         )
         self.heartbeat = ack_wait / HEARTBEAT_FRACTION
         self.active: set[str] = set()

@@ -40,8 +40,8 @@ class Metadata(BaseModel):
 
 
 class Envelope(BaseModel):
-    """An event as the log holds it; `Nats-Msg-Id` is `<deployment>:<event_id>`, and the
-    `Nodewright-Position` header repeats `position`."""
+    """An event as the log holds it; `Nats-Msg-Id` is `<deployment>:<store id>:<event_id>`, the
+    `Nodewright-Position` header repeats `position`, and `Nodewright-Store` names the store."""
 
     position: int = Field(description="The event's place in the log: gap-free per commit, increasing.")
     event_id: str

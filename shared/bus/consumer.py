@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
 from shared.bus.dead import DeadLetters
-from shared.bus.wire import Malformed, problems
+from shared.bus.wire import Foreign, Malformed, problems
 from shared.runtime.outages import is_outage
 
 MAX_DELIVER = 5
@@ -67,6 +67,12 @@ class Policy:
     def middleware(self) -> Callable[..., BaseMiddleware]:
         return partial(_Guard, policy=self)
 
+    def foreign(self, exc: Foreign) -> None:
+        """Another store's message: acknowledged and skipped, said once per consumer and process."""
+        if not self._counters.get("foreign"):
+            log.warning("%s: skipping another event store's messages on this stream: %s", self.consumer, exc)
+        self.count("foreign")
+
     def count(self, outcome: str) -> None:
         counter = self._counters.get(outcome)
         if counter is None:  # a labelled child is looked up once: this runs for every message
@@ -100,6 +106,9 @@ class _Guard(BaseMiddleware):
         policy = self.policy
         try:
             result = await call_next(msg)
+        except Foreign as exc:
+            policy.foreign(exc)
+            return None
         except Malformed as exc:
             await policy.bury(raw, str(exc))
             return None

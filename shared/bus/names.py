@@ -19,6 +19,8 @@ _DEPLOYMENT = re.compile(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?")
 MSG_ID = "Nats-Msg-Id"
 POSITION = "Nodewright-Position"
 """The log position of the event a message carries, beside its body."""
+STORE = "Nodewright-Store"
+"""The id of the event store whose event a message carries (migration 0004)."""
 REASON = "Nodewright-Dead-Reason"
 ORIGINAL_SUBJECT = "Nodewright-Original-Subject"
 DEAD_SERVICE = "Nodewright-Service"
@@ -85,9 +87,10 @@ class BusNames:
     def all_dead(self) -> str:
         return f"{self.deployment}.dead.>"
 
-    def msg_id(self, event_id: uuid.UUID | str) -> str:
-        """JetStream de-duplicates by this: the event id, in this deployment only."""
-        return f"{self.deployment}:{event_id}"
+    def msg_id(self, event_id: uuid.UUID | str, store: str) -> str:
+        """JetStream de-duplicates by this: the event id, of this store, in this deployment only
+        (event ids repeat between stores that play the same scenario)."""
+        return f"{self.deployment}:{store}:{event_id}"
 
     def dead_msg_id(self, service: str, original: str) -> str:
         return f"{self.deployment}:dead:{service}:{original}"

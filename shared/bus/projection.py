@@ -78,6 +78,7 @@ class ProjectionConsumer:
         self.durable = f"{shell.name}-{secrets.token_hex(5)}"
         self.position = 0
         self.sequence = 0
+        self.store_id = ""  # the store's id (`LogReader.identity`), read as it catches up
         self.applied = 0
         self.subscribed = False
         self.pending = 0
@@ -135,6 +136,7 @@ class ProjectionConsumer:
 
     async def catch_up(self) -> None:
         """Fold the store to the relay's checkpoint; the subscription starts at the message after it."""
+        self.store_id = await self.store.identity()
         checkpoint = await read_checkpoint(self.store, self.relay)
         async with self._lock:
             if checkpoint.position > self.position:
@@ -180,7 +182,7 @@ class ProjectionConsumer:
     async def receive(self, event: RecordedEvent) -> None:
         """One event from the stream (the guard around it deals with what this raises)."""
         raw = delivery()
-        check_delivery(raw, event, self.shell.names)
+        check_delivery(raw, event, self.shell.names, self.store_id)
         if event.type in self.validate:
             contract(event)
         async with self._lock:

@@ -1,7 +1,8 @@
 """The outbox relay: committed events, in position order, onto the deployment's stream.
 
 The events table is the outbox. The relay reads past its checkpoint, publishes each event with
-`<deployment>:<event id>` as `Nats-Msg-Id` and its position in a header, waits (a bounded time)
+`<deployment>:<store id>:<event id>` as `Nats-Msg-Id` and its position and store id in headers
+(a stream that outlived its database carries another store's events), waits (a bounded time)
 for every acknowledgement, then advances the checkpoint to the last position and the stream
 sequence that carried it. A crash between publishing and checkpointing republishes that batch
 on restart, and JetStream's duplicate window drops the copies. A `PubAck` marked duplicate is
@@ -25,7 +26,7 @@ import structlog
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-from shared.bus.names import MSG_ID, POSITION, BusNames
+from shared.bus.names import MSG_ID, POSITION, STORE, BusNames
 from shared.events.envelope import RecordedEvent
 from shared.store.eventstore import EventStore, NotLeader
 from shared.store.fence import Fence, fence_arguments, fence_ctes
@@ -110,6 +111,7 @@ class OutboxRelay:
         self.waiting_on: int | None = None
         self._known: Checkpoint | None = None
         self.on_impostor: Callable[[RecordedEvent, int], None] | None = None
+        self.store_id: str | None = None
 
     async def checkpoint(self) -> int:
         return (await read_checkpoint(self.store, self.name)).position
@@ -164,9 +166,12 @@ class OutboxRelay:
         """The acknowledgements, and the events now on the stream (an impostor's is not)."""
         futures = []
         payloads = []
+        if self.store_id is None:
+            self.store_id = await self.store.identity()
+        store = self.store_id
         for event in batch:
             payload = orjson.dumps(event.to_json_dict())
-            headers = {MSG_ID: self.names.msg_id(event.event_id), POSITION: str(event.position)}
+            headers = {MSG_ID: self.names.msg_id(event.event_id, store), POSITION: str(event.position), STORE: store}
             subject = self.names.event_subject(event.stream_id, event.type)
             futures.append(await self.js.publish_async(subject, payload, headers=headers, stream=self.names.stream))
             payloads.append(payload)
@@ -187,7 +192,9 @@ class OutboxRelay:
         """Whether a duplicate is this very event (a republish after a crash); else an impostor,
         reported."""
         stored = await self.js.get_msg(self.names.stream, seq=sequence)
-        if stored.data == payload and (stored.headers or {}).get(POSITION) == str(event.position):
+        headers = stored.headers or {}
+        ours = headers.get(POSITION) == str(event.position) and headers.get(STORE) == self.store_id
+        if stored.data == payload and ours:
             return True
         self.impostors += 1
         if self.on_impostor is not None:

@@ -10,7 +10,7 @@ import orjson
 from nats.aio.msg import Msg
 from pydantic import ValidationError
 
-from shared.bus.names import MSG_ID, POSITION, BusNames
+from shared.bus.names import MSG_ID, POSITION, STORE, BusNames
 from shared.events.contracts import Event
 from shared.events.envelope import RecordedEvent
 from shared.events.registry import REGISTRY, UnknownEventType
@@ -18,6 +18,11 @@ from shared.events.registry import REGISTRY, UnknownEventType
 
 class Malformed(ValueError):
     """A message that is not a valid nodewright event where it was found."""
+
+
+class Foreign(ValueError):
+    """A message another event store's relay put on this deployment's stream (the database was
+    replaced, its stream kept): not this store's event, whatever it says. Skipped."""
 
 
 def problems(exc: ValidationError) -> str:
@@ -44,7 +49,7 @@ def decode(body: bytes) -> RecordedEvent:
         raise Malformed(f"not an event envelope: {exc!r}") from None
 
 
-def check_delivery(raw: Msg, recorded: RecordedEvent, names: BusNames) -> None:
+def check_delivery(raw: Msg, recorded: RecordedEvent, names: BusNames, store: str) -> None:
     """The message came from this deployment's stream, on the subject of its type and stream,
     with the id and position of its body: a message published anywhere else, or relabelled, is
     refused however valid its payload."""
@@ -58,7 +63,10 @@ def check_delivery(raw: Msg, recorded: RecordedEvent, names: BusNames) -> None:
             f" {recorded.stream_id!r} is published on {expected!r}"
         )
     headers: dict[str, Any] = raw.headers or {}
-    if headers.get(MSG_ID) != names.msg_id(recorded.event_id):
-        raise Malformed(f"header {MSG_ID} {headers.get(MSG_ID)!r} is not {names.msg_id(recorded.event_id)!r}")
+    if headers.get(STORE) != store:
+        raise Foreign(f"header {STORE} {headers.get(STORE)!r} is not this event store's {store!r}")
+    if headers.get(MSG_ID) != names.msg_id(recorded.event_id, store):
+        expected = names.msg_id(recorded.event_id, store)
+        raise Malformed(f"header {MSG_ID} {headers.get(MSG_ID)!r} is not {expected!r}")
     if headers.get(POSITION) != str(recorded.position):
         raise Malformed(f"header {POSITION} {headers.get(POSITION)!r} is not the body's position {recorded.position}")

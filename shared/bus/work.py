@@ -22,6 +22,7 @@ from shared.bus.wire import check_delivery, contract
 from shared.events.contracts import Event
 from shared.events.envelope import RecordedEvent
 from shared.events.registry import REGISTRY
+from shared.store.reads import LogReader
 
 ACK_WAIT = 30.0
 FETCH = 16
@@ -45,15 +46,20 @@ class WorkConsumer:
         event_type: str,
         handle: Handler,
         *,
+        store: LogReader | None = None,
         ack_wait: float = ACK_WAIT,
         max_deliver: int = MAX_DELIVER,
         fetch: int = FETCH,
         concurrency: int | None = None,
     ) -> None:
         """`concurrency`: handlers that may run at once in this replica, for long ones (a drain
-        takes minutes); without it, a fetched batch is handled before the next is fetched."""
+        takes minutes); without it, a fetched batch is handled before the next is fetched.
+        `store`: whose events it takes (another store's on the stream are skipped); only a consumer
+        built to be described (the AsyncAPI document) goes without."""
         REGISTRY.contract(event_type)  # a typo fails at start-up, not in production
         self.shell, self.event_type, self.handle = shell, event_type, handle
+        self.store, self.store_id = store, ""
+        shell.before_start.append(self._identify)
         self.durable = f"{shell.name}-{event_type}"
         self.policy = Policy(self.durable, shell.dead, shell.outcomes, max_deliver=max_deliver)
         names = shell.names
@@ -73,7 +79,12 @@ class WorkConsumer:
         self.subscriber(self.receive)
         shell.router.include_router(router, middlewares=[self.policy.middleware()])
 
+    async def _identify(self) -> None:
+        if self.store is None:
+            raise RuntimeError(f"work consumer {self.durable} has no event store to take events of")
+        self.store_id = await self.store.identity()
+
     async def receive(self, event: RecordedEvent) -> None:
-        check_delivery(delivery(), event, self.shell.names)
+        check_delivery(delivery(), event, self.shell.names, self.store_id)
         await self.handle(event, contract(event))
         self.policy.count("handled")

@@ -26,6 +26,12 @@ class LogReader:
     def driver_connection(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
         raise NotImplementedError
 
+    async def identity(self) -> str:
+        """The store's own random id (migration 0004): what tells its messages on a stream from
+        another store's."""
+        async with self.driver_connection() as raw:
+            return str(await raw.fetchval("SELECT id FROM store_identity"))
+
     async def stream_version(self, stream_id: str) -> int:
         async with self.driver_connection() as raw:
             return await raw.fetchval("SELECT coalesce(max(version), 0) FROM events WHERE stream_id = $1", stream_id)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
+    CheckConstraint,
     Column,
     Computed,
     DateTime,
@@ -90,3 +92,13 @@ outbox_checkpoint = Table(
     Column("stream_sequence", BigInteger, nullable=False, server_default=text("0")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
 )
+
+store_identity = Table(
+    "store_identity",
+    metadata,
+    Column("singleton", Boolean, primary_key=True, server_default=text("true")),
+    Column("id", Uuid, nullable=False, server_default=text("gen_random_uuid()")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    CheckConstraint("singleton", name="store_identity_one_row"),
+)
+"""One row: the store's random id, which the relay stamps on every message (migration 0004)."""

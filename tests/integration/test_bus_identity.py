@@ -98,7 +98,7 @@ async def test_only_the_relay_may_publish_events(secured: SessionBus, stream: Bu
             await nc.jetstream().publish(
                 NAMES.event_subject(fact.stream_id, fact.TYPE),
                 b"{}",
-                headers={MSG_ID: NAMES.msg_id("forged")},
+                headers={MSG_ID: NAMES.msg_id("forged", "any-store")},
                 stream=NAMES.stream,
                 timeout=1.0,
             )
@@ -165,7 +165,7 @@ async def test_an_event_on_the_wrong_subject_is_dead_lettered(
         await nc.jetstream().publish(
             NAMES.event_subject("node-x", "NodeDeleted"),
             json.dumps(event.to_json_dict()).encode(),
-            headers={MSG_ID: NAMES.msg_id("another"), POSITION: str(position)},
+            headers={MSG_ID: NAMES.msg_id("another", await store.identity()), POSITION: str(position)},
             stream=NAMES.stream,
         )
         await OutboxRelay(store, nc.jetstream(), NAMES).drain()

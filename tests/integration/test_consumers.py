@@ -23,7 +23,7 @@ from nats.aio.client import Client
 
 from shared.bus.connection import BusSettings
 from shared.bus.dead import read_dead_letters
-from shared.bus.names import MSG_ID, POSITION, BusNames
+from shared.bus.names import MSG_ID, POSITION, STORE, BusNames
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.relay import OutboxRelay
 from shared.bus.service import ServiceShell
@@ -32,6 +32,7 @@ from shared.bus.work import WorkConsumer
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent, RecordedEvent
 from shared.store.eventstore import EventStore, unit
+from shared.store.migrate import upgrade
 from tests.factories import T0
 
 pytestmark = pytest.mark.timeout(120)
@@ -110,17 +111,67 @@ def envelope(event: RecordedEvent, **changes) -> bytes:
     return json.dumps({**event.to_json_dict(), **changes}).encode()
 
 
-async def publish_as_relay(nc: Client, names: BusNames, event: RecordedEvent, *, subject: str | None = None, body=None):
+async def publish_as_relay(
+    nc: Client, names: BusNames, store: EventStore, event: RecordedEvent, *, subject: str | None = None, body=None
+):
     """Put an event on the stream as the relay would (or something else in its name)."""
+    identity = await store.identity()
     await nc.jetstream().publish(
         subject or names.event_subject(event.stream_id, event.type),
         body if body is not None else envelope(event),
-        headers={MSG_ID: names.msg_id(event.event_id), POSITION: str(event.position)},
+        headers={MSG_ID: names.msg_id(event.event_id, identity), POSITION: str(event.position), STORE: identity},
         stream=names.stream,
     )
 
 
 # --- projection consumers -------------------------------------------------------------------------
+
+
+async def named_pods(store: EventStore, prefix: str, count: int) -> None:
+    """PodPending facts whose event ids are the same in every store (as a replayed scenario's are)."""
+    units = []
+    for i in range(count):
+        fact = c.PodPending(namespace="default", name=f"{prefix}-{i}", requests={"cpu": "1"})
+        event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"pod-{i}")
+        units.append(
+            unit(fact.stream_id, None, [NewEvent.of(fact, occurred_at=T0, producer="test", event_id=event_id)])
+        )
+    await store.append_units(units)
+
+
+async def test_a_stream_that_outlived_its_database_feeds_the_new_store_its_own_events_only(
+    store: EventStore, bus: BusSettings, temporary_database
+):
+    """The database is replaced and the deployment's stream kept: the old store's messages are
+    skipped (not applied at the new store's positions), and the new store's events, with the
+    same ids, are not dropped by JetStream as duplicates of the old ones."""
+    nc = await admin(bus)
+    async with temporary_database() as old_url:
+        await upgrade(old_url)
+        old = EventStore.connect(old_url, pool_size=2)
+        try:
+            await named_pods(old, "old", 5)
+            assert await OutboxRelay(old, nc.jetstream(), bus.names).drain() == 5
+        finally:
+            await old.close()
+    names: list[str] = []
+    shell = ServiceShell("scheduler", bus)
+    consumer = ProjectionConsumer(shell, store, lambda e: names.append(e.data["name"]))
+    running = Running(shell)
+    try:
+        await until(lambda: shell.started.is_set())
+        await named_pods(store, "new", 5)
+        relay = OutboxRelay(store, nc.jetstream(), bus.names)
+        assert await relay.drain() == 5 and relay.impostors == 0
+        await until(lambda: consumer.position == 5)
+        assert names == [f"new-{i}" for i in range(5)]
+        foreign = shell.registry.get_sample_value(
+            "nodewright_bus_messages_total", {"service": "scheduler", "consumer": consumer.name, "outcome": "foreign"}
+        )
+        assert foreign == 5 and filled(consumer) == 0  # the new events came by the bus
+    finally:
+        await running.stop()
+        await nc.close()
 
 
 async def test_a_consumer_started_after_10000_events_catches_up_then_follows(store: EventStore, bus: BusSettings):
@@ -150,7 +201,7 @@ async def test_a_message_delivered_three_times_is_applied_once(store: EventStore
         (position,) = await pods(store, 1)
         (event,) = await store.read_stream("pod-default/web-0")
         for _ in range(3):
-            await publish_as_relay(nc, bus.names, event)
+            await publish_as_relay(nc, bus.names, store, event)
             await asyncio.sleep(0.25)
         await until(lambda: consumer.position == position)
         await asyncio.sleep(0.3)
@@ -171,7 +222,7 @@ async def test_a_gap_in_the_positions_is_filled_from_the_store(store: EventStore
     try:
         positions = await pods(store, 5)
         last = (await store.read_stream("pod-default/web-4"))[0]
-        await publish_as_relay(nc, bus.names, last)  # only the fifth travels
+        await publish_as_relay(nc, bus.names, store, last)  # only the fifth travels
         await until(lambda: consumer.position == positions[-1])
         assert seen.positions == positions
     finally:
@@ -210,14 +261,16 @@ async def test_messages_that_are_not_what_they_say_go_to_the_dead_letters(store:
         def forged() -> RecordedEvent:  # an id of its own: JetStream keeps it beside the real one
             return dataclasses.replace(events[0], event_id=uuid.uuid4())
 
-        await publish_as_relay(nc, bus.names, forged(), subject=bus.names.event_subject("node-x", "NodeDeleted"))
-        await publish_as_relay(nc, bus.names, forged(), body=b"{not json")
+        await publish_as_relay(nc, bus.names, store, forged(), subject=bus.names.event_subject("node-x", "NodeDeleted"))
+        await publish_as_relay(nc, bus.names, store, forged(), body=b"{not json")
         contract_broken = forged()
-        await publish_as_relay(nc, bus.names, contract_broken, body=envelope(contract_broken, data={"name": "x"}))
+        await publish_as_relay(
+            nc, bus.names, store, contract_broken, body=envelope(contract_broken, data={"name": "x"})
+        )
         moved = forged()
-        await publish_as_relay(nc, bus.names, moved, body=envelope(moved, position=99))
+        await publish_as_relay(nc, bus.names, store, moved, body=envelope(moved, position=99))
         for event in events:
-            await publish_as_relay(nc, bus.names, event)
+            await publish_as_relay(nc, bus.names, store, event)
         await until(lambda: consumer.position == positions[-1])
         assert seen.positions == positions
         letters = await read_dead_letters(nc.jetstream(), bus.names, "scheduler")
@@ -311,7 +364,7 @@ async def test_replicas_share_the_work_and_each_message_is_handled_once(store: E
             await asyncio.sleep(0.01)
             seen[(index, recorded.position)] += 1
 
-        WorkConsumer(shell, "NodeInitialized", handle)
+        WorkConsumer(shell, "NodeInitialized", handle, store=store)
         replicas.append(Running(shell))
     try:
         await pods(store, 20)  # other types: not this consumer's
@@ -340,7 +393,7 @@ async def test_a_message_whose_replica_died_goes_to_another(store: EventStore, b
         await hang.wait()  # never acknowledges: as a replica that died mid-work
 
     first = ServiceShell("termination", bus)
-    WorkConsumer(first, "NodeInitialized", dies, ack_wait=1.0)
+    WorkConsumer(first, "NodeInitialized", dies, store=store, ack_wait=1.0)
     running_first = Running(first)
     await until(lambda: first.started.is_set())
     await initialized_events(store, 1)
@@ -352,7 +405,7 @@ async def test_a_message_whose_replica_died_goes_to_another(store: EventStore, b
         took.append("second")
 
     second = ServiceShell("termination", bus)
-    WorkConsumer(second, "NodeInitialized", finishes, ack_wait=1.0)
+    WorkConsumer(second, "NodeInitialized", finishes, store=store, ack_wait=1.0)
     running_second = Running(second)
     try:
         await until(lambda: "second" in took, timeout=15)
@@ -378,7 +431,7 @@ async def test_a_redelivered_message_has_one_effect_with_an_idempotent_handler(s
             raise RuntimeError("lost the answer after the work was done")
 
     shell = ServiceShell("termination", bus)
-    WorkConsumer(shell, "NodeInitialized", record, max_deliver=5)
+    WorkConsumer(shell, "NodeInitialized", record, store=store, max_deliver=5)
     running = Running(shell)
     try:
         await initialized_events(store, 1)
@@ -402,7 +455,7 @@ async def test_a_message_that_keeps_failing_ends_in_the_dead_letters_and_the_con
             raise RuntimeError("a bug")
 
     shell = ServiceShell("termination", bus)
-    WorkConsumer(shell, "NodeInitialized", fails_on_the_first, max_deliver=3, fetch=1)
+    WorkConsumer(shell, "NodeInitialized", fails_on_the_first, store=store, max_deliver=3, fetch=1)
     running = Running(shell)
     try:
         await initialized_events(store, 3)

@@ -18,7 +18,7 @@ from nats.js import JetStreamContext
 
 from services.relay.service import RelayService
 from shared.bus.connection import BusSettings
-from shared.bus.names import MSG_ID, POSITION, BusNames
+from shared.bus.names import MSG_ID, POSITION, STORE, BusNames
 from shared.bus.relay import OutboxRelay, read_checkpoint
 from shared.bus.streams import ensure_stream
 from shared.runtime.outages import OUTAGES
@@ -58,8 +58,10 @@ async def test_events_arrive_in_position_order_with_their_ids_and_positions(
     messages = await stream_messages(jetstream, NAMES)
     bodies = [json.loads(m.data) for m in messages]
     assert [b["position"] for b in bodies] == list(range(1, total + 1))
-    assert [m.headers[MSG_ID] for m in messages] == [f"default:{b['event_id']}" for b in bodies]
+    identity = await store.identity()
+    assert [m.headers[MSG_ID] for m in messages] == [f"default:{identity}:{b['event_id']}" for b in bodies]
     assert [m.headers[POSITION] for m in messages] == [str(b["position"]) for b in bodies]
+    assert {m.headers[STORE] for m in messages} == {identity}
     assert messages[0].subject == "default.events.nodepool.NodePoolApplied"
     assert messages[1].subject == "default.events.nodeclaim.NodeClaimCreated"
     assert checkpoint.sequence == messages[-1].metadata.sequence.stream  # where a consumer starts after it
@@ -96,7 +98,7 @@ async def test_a_message_that_took_an_events_id_first_is_reported_not_counted(
     forged = await jetstream.publish(
         NAMES.event_subject(event.stream_id, event.type),
         b'{"forged": true}',
-        headers={MSG_ID: NAMES.msg_id(event.event_id)},
+        headers={MSG_ID: NAMES.msg_id(event.event_id, await store.identity())},
         stream=NAMES.stream,
     )
     seen = []
