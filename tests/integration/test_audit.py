@@ -18,6 +18,7 @@ from services.cli.eventlog import audit_database, audit_file, export, fold_datab
 from shared.events.contracts import DisruptionCancelled
 from shared.policy.audit import LogEntry, replay
 from shared.store.eventstore import EventStore
+from shared.store.migrate import head_revision
 from tests.conftest import ROOT
 from tests.factories import T0, applied, created, decided, failed, initialized, launched, new, terminated
 
@@ -126,7 +127,7 @@ async def test_audit_from_jsonl_equals_audit_from_the_database(store: EventStore
 
 async def test_the_cli_migrates_audits_explains_replays_and_exports(fresh_database_url: str, tmp_path):
     first = nodewright(fresh_database_url, "migrate")
-    assert first.returncode == 0 and "migrated from empty to revision 0003" in first.stdout, first.stderr
+    assert first.returncode == 0 and f"migrated from empty to revision {head_revision()}" in first.stdout, first.stderr
     again = nodewright(fresh_database_url, "migrate")
     assert again.returncode == 0 and "nothing to do" in again.stdout
     store = EventStore.connect(fresh_database_url)
