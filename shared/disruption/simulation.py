@@ -1,0 +1,90 @@
+"""A consolidation's simulation (reference §5.5): where the candidates' pods would go if the
+candidates were gone, by the scheduling core itself (`shared.scheduling.packing.schedule`), not a
+copy of it. Pending pods compete for the room in the scheduler's own queue order, as they would;
+claims the pass makes only for them are not the candidates' to answer for.
+
+Nodes still inside their consolidateAfter window are left out of the simulation altogether
+(upstream lets pending pods, but not candidate pods, use them): stricter, never looser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.scheduling.offerings import DaemonSetPods, InstanceOption, UnavailableOfferings
+from shared.scheduling.packing import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate, schedule
+from shared.scheduling.topology import Running
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What a simulation sees besides the candidates."""
+
+    nodes: tuple[NodeCapacity, ...]
+    """Every node and claim in flight with its free room, the candidates' own included."""
+    pools: tuple[PoolTemplate, ...]
+    catalog: tuple[InstanceOption, ...]
+    daemonsets: tuple[DaemonSetPods, ...] = ()
+    pending: tuple[PendingPod, ...] = ()
+    running: tuple[Running, ...] = ()
+    unavailable: UnavailableOfferings | None = None
+    now: datetime | None = None
+    waiting: frozenset[str] = frozenset()
+    """Nodes inside their consolidateAfter window."""
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A candidate as the simulation moves it: its node, and the pods that need a place."""
+
+    nodeclaim: str
+    node: str
+    pods: tuple[PendingPod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    new_claims: tuple[PlannedClaim, ...]
+    """The claims the candidates' pods need (each holds at least one of them)."""
+    unplaced: Mapping[str, str] = field(default_factory=dict)
+    """Candidate pods that fit nowhere, with the scheduler's reason."""
+    uninitialized: tuple[str, ...] = ()
+    """Nodes not initialized yet that the plan put candidate pods on."""
+
+    @property
+    def valid(self) -> bool:
+        return not self.unplaced and not self.uninitialized
+
+    def why_not(self) -> str | None:
+        if self.unplaced:
+            key, reason = next(iter(sorted(self.unplaced.items())))
+            return f"pod {key} would not schedule: {reason}"
+        if self.uninitialized:
+            return f"would schedule against uninitialized nodeclaim/{self.uninitialized[0]}"
+        return None
+
+
+def simulate(moves: Sequence[Move], cluster: ClusterView) -> Simulation:
+    leaving = {m.node for m in moves}
+    nodes = [n for n in cluster.nodes if n.name not in leaving and n.name not in cluster.waiting]
+    running = [r for r in cluster.running if r[2] not in leaving]
+    moved = {p.key for m in moves for p in m.pods}
+    plan = schedule(
+        [*cluster.pending, *(p for m in moves for p in m.pods)],
+        nodes,
+        cluster.pools,
+        cluster.catalog,
+        daemonsets=cluster.daemonsets,
+        unavailable=cluster.unavailable,
+        now=cluster.now,
+        running=running,
+    )
+    initialized = {n.name: n.initialized for n in nodes}
+    starting = sorted({node for key, node in plan.placed.items() if key in moved and not initialized.get(node, True)})
+    unplaced = {k: v for k, v in plan.unplaced.items() if k in moved}
+    landed = set(plan.placed).union(*(c.pods for c in plan.claims))
+    for key in sorted(moved - landed - unplaced.keys()):  # a pod the pass leaves to others: nowhere to go
+        unplaced[key] = "no existing node holds it and it may not go to a new NodeClaim"
+    return Simulation(tuple(c for c in plan.claims if moved.intersection(c.pods)), unplaced, tuple(starting))

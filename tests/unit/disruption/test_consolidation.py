@@ -1,0 +1,134 @@
+"""Consolidation (reference §5.5) over the real scheduling core: delete when the pods fit
+elsewhere, replace with one strictly cheaper node, nothing when a pod fits nowhere or would land
+on a node still starting; single-node takes the first that works; multi-node the longest prefix."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from shared.disruption.command import Decision
+from shared.disruption.consolidation import Movable, multi_node, single_node
+from shared.disruption.pricing import NOT_CHEAPER
+from shared.disruption.simulation import ClusterView, Move, simulate
+from shared.scheduling.offerings import InstanceOption, Offer
+from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate
+from shared.scheduling.requirements import Requirements
+
+GI = Decimal(2**30)
+
+
+def instance(cpu: int, price: float) -> InstanceOption:
+    resources = {"cpu": Decimal(cpu), "memory": cpu * 4 * GI, "pods": Decimal(110)}
+    labels = {"node.kubernetes.io/instance-type": f"m{cpu}"}
+    return InstanceOption(f"m{cpu}", resources, resources, labels, (Offer("a", "on-demand", price),))
+
+
+CATALOG = (instance(1, 1.0), instance(2, 2.0), instance(4, 4.0), instance(8, 8.0))
+POOLS = (PoolTemplate("a", Requirements()),)
+
+
+def pod(name: str, cpu: str = "1") -> PendingPod:
+    return PendingPod(name, {"cpu": Decimal(cpu), "memory": GI})
+
+
+def node(name: str, free_cpu: str, *, initialized: bool = True) -> NodeCapacity:
+    return NodeCapacity(
+        name,
+        {"karpenter.sh/nodepool": "a"},
+        [],
+        {"cpu": Decimal(free_cpu), "memory": 32 * GI, "pods": Decimal(100)},
+        initialized,
+    )
+
+
+def movable(name: str, pods: tuple[PendingPod, ...], price: float, size: int = 8) -> Movable:
+    return Movable(Move(name, name, pods), "a", price, "on-demand", f"m{size}")
+
+
+def cluster(*nodes: NodeCapacity, **fields) -> ClusterView:
+    return ClusterView(tuple(nodes), POOLS, CATALOG, **fields)
+
+
+def test_pods_that_fit_on_the_other_nodes_make_a_delete():
+    view = cluster(node("c1", "7"), node("n2", "3"))
+    result = single_node([movable("c1", (pod("p1"), pod("p2")), 8.0)], view, {"a": 1}, spot_to_spot=False)
+    assert result.command is not None and result.command.decision is Decision.DELETE
+    assert result.command.candidates == ("c1",) and result.command.reason == "Underutilized"
+
+
+def test_one_strictly_cheaper_node_makes_a_replace():
+    view = cluster(node("c1", "7"))  # nowhere else to go
+    result = single_node([movable("c1", (pod("p1"),), 8.0)], view, {"a": None}, spot_to_spot=False)
+    assert result.command is not None and result.command.decision is Decision.REPLACE
+    assert result.replacement is not None and result.replacement.options[0].instance.name == "m1"
+    assert all(o.price < 8.0 for o in result.replacement.options)
+
+
+def test_a_replacement_that_costs_as_much_is_no_command():
+    view = cluster(node("c1", "0"))
+    result = single_node([movable("c1", (pod("p1", "1"),), 1.0, size=1)], view, {"a": None}, spot_to_spot=False)
+    assert result.command is None and result.why_not == NOT_CHEAPER
+
+
+def test_a_pod_that_fits_nowhere_or_needing_two_nodes_is_no_command():
+    view = cluster(node("c1", "0"))
+    huge = single_node([movable("c1", (pod("p1", "16"),), 16.0)], view, {"a": None}, spot_to_spot=False)
+    assert huge.command is None and huge.why_not is not None and huge.why_not.startswith("pod p1 would not schedule")
+    two = single_node([movable("c1", (pod("p1", "8"), pod("p2", "8")), 20.0)], view, {"a": None}, spot_to_spot=False)
+    assert two.command is None and two.why_not == "Can't remove without creating 2 candidates"
+
+
+def test_a_plan_leaning_on_a_node_still_starting_is_no_command():
+    view = cluster(node("c1", "7"), node("young", "8", initialized=False))
+    simulation = simulate([Move("c1", "c1", (pod("p1"),))], view)
+    assert not simulation.valid and simulation.why_not() == "would schedule against uninitialized nodeclaim/young"
+
+
+def test_a_node_inside_its_consolidate_after_window_takes_no_candidate_pods():
+    view = cluster(node("c1", "7"), node("busy", "3"), waiting=frozenset({"busy"}))
+    result = single_node([movable("c1", (pod("p1"),), 8.0)], view, {"a": None}, spot_to_spot=False)
+    assert result.command is not None and result.command.decision is Decision.REPLACE  # not a delete onto busy
+
+
+def test_single_node_skips_pools_without_budget_and_takes_the_first_that_works():
+    view = cluster(node("c1", "0"), node("c2", "0"), node("n3", "2"))
+    first = movable("c1", (pod("p1", "4"),), 8.0)  # too big for n3: replaced
+    second = movable("c2", (pod("p2", "1"),), 8.0)  # fits on n3: deleted
+    result = single_node([second, first], view, {"a": 1}, spot_to_spot=False)
+    assert result.command is not None and result.command.candidates == ("c2",)
+    assert single_node([first], view, {"a": 0}, spot_to_spot=False).command is None
+
+
+def test_pending_pods_compete_for_the_room_in_queue_order():
+    view = cluster(node("c1", "7"), node("n2", "1"), pending=(pod("older", "1"),))  # before p1 in the queue
+    result = single_node([movable("c1", (pod("p1", "1"),), 8.0)], view, {"a": None}, spot_to_spot=False)
+    assert (
+        result.command is not None and result.command.decision is Decision.REPLACE
+    )  # n2's room went to the pending pod
+
+
+def test_multi_node_finds_the_longest_prefix_that_consolidates():
+    # four nodes each with one 1-cpu pod: all four fit on one 4-cpu node, cheaper than 4 x 8
+    candidates = [movable(f"c{i}", (pod(f"p{i}"),), 8.0) for i in range(4)]
+    view = cluster(*(node(f"c{i}", "7") for i in range(4)))
+    result = multi_node(candidates, view, {"a": None}, spot_to_spot=False)
+    assert result.command is not None and result.command.candidates == ("c0", "c1", "c2", "c3")
+    assert result.command.decision is Decision.REPLACE and result.replacement is not None
+    assert result.replacement.options[0].instance.name == "m4"
+
+
+def test_multi_node_stays_within_each_pools_budget_and_needs_two():
+    candidates = [movable(f"c{i}", (pod(f"p{i}"),), 8.0) for i in range(4)]
+    view = cluster(*(node(f"c{i}", "7") for i in range(4)))
+    two = multi_node(candidates, view, {"a": 2}, spot_to_spot=False)
+    assert two.command is not None and two.command.candidates == ("c0", "c1")
+    assert multi_node(candidates, view, {"a": 1}, spot_to_spot=False).command is None
+
+
+def test_multi_node_filters_out_the_candidates_own_type():
+    # two m2 nodes, each with a 1-cpu pod: one m2 would hold both, but that is a candidate's own
+    # type, so the replacement must be cheaper than m2 itself, and m1 cannot hold 2 cpu
+    candidates = [movable(f"c{i}", (pod(f"p{i}"),), 2.0, size=2) for i in range(2)]
+    view = cluster(*(node(f"c{i}", "1") for i in range(2)))
+    result = multi_node(candidates, view, {"a": None}, spot_to_spot=False)
+    assert result.command is None and result.why_not == NOT_CHEAPER
