@@ -4,17 +4,23 @@
 and of the same version: a new hashing scheme never drifts a whole fleet). `RequirementsDrifted`:
 the claim's labels no longer satisfy the pool's requirements (a new required key, narrowed
 values, DoesNotExist on a key it has); broadening values or loosening to Exists does not drift.
-The first that holds is the reason. Drifted claims go empty ones first, then oldest drift first.
+The first that holds is the reason. Drifted claims go empty ones first, then oldest drift first,
+one per pass, replaced first by as many claims as their pods need (`drift_command`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared.api.nodepool import DisruptionReason
+from shared.disruption.command import Command
+from shared.disruption.consolidation import Movable
+from shared.disruption.simulation import ClusterView, simulate
 from shared.scheduling.requirements import Requirements
 
+REASON = DisruptionReason.DRIFTED
 NODEPOOL_DRIFTED = "NodePoolDrifted"
 REQUIREMENTS_DRIFTED = "RequirementsDrifted"
 
@@ -56,3 +62,30 @@ def drift_order(claims: Sequence[DriftedClaim]) -> list[str]:
     """Empty claims first (they cost nothing to move), then the longest drifted, then by name."""
     ordered = sorted(claims, key=lambda c: (not c.empty, c.drifted_since, c.nodeclaim))
     return [c.nodeclaim for c in ordered]
+
+
+@dataclass(frozen=True, slots=True)
+class DriftDecision:
+    command: Command | None
+    blocked: Mapping[str, str] = field(default_factory=dict)
+    """Drifted claims whose pods would fit nowhere: NodeClaim -> why (`DisruptionBlocked`)."""
+
+
+def drift_command(
+    candidates: Sequence[Movable], cluster: ClusterView, remaining: Mapping[str, int | None]
+) -> DriftDecision:
+    """The first drifted candidate (in `drift_order`) whose pool's Drifted budget allows one more
+    and whose pods have somewhere to go: deleted, or replaced by as many claims as they need. No
+    price filter: a drifted node goes whatever its replacement costs."""
+    blocked: dict[str, str] = {}
+    for candidate in candidates:
+        budget = remaining.get(candidate.nodepool, 0)
+        if budget is not None and budget <= 0:
+            continue
+        simulation = simulate([candidate.move], cluster)
+        if not simulation.valid:
+            blocked[candidate.nodeclaim] = simulation.why_not() or "its pods would not schedule"
+            continue
+        replacements = len(simulation.new_claims)
+        return DriftDecision(Command(REASON, (candidate.nodeclaim,), replacements=replacements), blocked)
+    return DriftDecision(None, blocked)

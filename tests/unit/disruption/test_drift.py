@@ -8,15 +8,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.api.nodepool import Requirement
+from shared.disruption.command import Decision
 from shared.disruption.drift import (
     NODEPOOL_DRIFTED,
     REQUIREMENTS_DRIFTED,
     DriftedClaim,
     Stamp,
+    drift_command,
     drift_order,
     drift_reason,
 )
 from shared.scheduling.requirements import Requirements
+from tests.unit.disruption.fixtures import cluster, movable, node, pod
 
 T0 = datetime(2026, 11, 24, 12, tzinfo=UTC)
 LABELS = {"team": "a", "karpenter.sh/capacity-type": "spot", "topology.kubernetes.io/zone": "zone-a"}
@@ -83,3 +86,27 @@ def test_empty_claims_go_first_then_the_longest_drifted():
         DriftedClaim("empty-old", True, T0),
     ]
     assert drift_order(claims) == ["empty-old", "empty-new", "busy-old", "busy-new"]
+
+
+def test_a_drifted_node_is_replaced_by_as_many_claims_as_its_pods_need_whatever_they_cost():
+    view = cluster(node("c1", "0"))
+    big = movable("c1", (pod("p1", "8"), pod("p2", "8")), price=0.5)  # two 8-cpu pods: two new claims, dearer
+    decision = drift_command([big], view, {"a": 1})
+    assert decision.command is not None and decision.command.reason == "Drifted"
+    assert decision.command.candidates == ("c1",) and decision.command.replacements == 2
+    assert decision.command.decision is Decision.REPLACE
+
+
+def test_an_empty_drifted_node_is_deleted_and_one_whose_pods_fit_nowhere_is_passed_over():
+    view = cluster(node("stuck", "0"), node("empty", "8"))
+    stuck = movable("stuck", (pod("huge", "64"),), price=8.0)
+    empty = movable("empty", (), price=8.0)
+    decision = drift_command([stuck, empty], view, {"a": None})
+    assert decision.command is not None and decision.command.candidates == ("empty",)
+    assert decision.command.decision is Decision.DELETE
+    assert decision.blocked["stuck"].startswith("pod huge would not schedule")
+
+
+def test_a_drifted_budget_of_zero_moves_nothing():
+    view = cluster(node("c1", "0"))
+    assert drift_command([movable("c1", (), price=1.0)], view, {"a": 0}).command is None
