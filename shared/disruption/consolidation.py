@@ -73,6 +73,7 @@ def single_node(
 ) -> Consolidation:
     """The first candidate, in order, whose pool's budget allows one more and that yields a command."""
     last = Consolidation(None)
+    cluster = cluster.prepared()
     for candidate in candidates:
         budget = remaining.get(candidate.nodepool, 0)
         if budget is not None and budget <= 0:
@@ -100,6 +101,7 @@ def multi_node(
         if len(allowed) == MULTI_NODE_MOST:
             break
     best = Consolidation(None)
+    cluster = cluster.prepared()
     low, high = 1, len(allowed) - 1  # prefix lengths low + 1 ... high + 1
     while low <= high:
         middle = (low + high) // 2

@@ -78,6 +78,7 @@ def drift_command(
     and whose pods have somewhere to go: deleted, or replaced by as many claims as they need. No
     price filter: a drifted node goes whatever its replacement costs."""
     blocked: dict[str, str] = {}
+    cluster = cluster.prepared()
     for candidate in candidates:
         budget = remaining.get(candidate.nodepool, 0)
         if budget is not None and budget <= 0:

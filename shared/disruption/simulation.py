@@ -10,11 +10,11 @@ Nodes still inside their consolidateAfter window are left out of the simulation 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from shared.scheduling.offerings import DaemonSetPods, InstanceOption, UnavailableOfferings
-from shared.scheduling.packing import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate, schedule
+from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Option, UnavailableOfferings
+from shared.scheduling.packing import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate, option_table, schedule
 from shared.scheduling.topology import Running
 
 
@@ -33,6 +33,18 @@ class ClusterView:
     now: datetime | None = None
     waiting: frozenset[str] = frozenset()
     """Nodes inside their consolidateAfter window."""
+    options: Mapping[str, list[Option]] | None = None
+    """Each pool's launchable options (`prepared`): computed once for all of a pass's simulations."""
+
+    def prepared(self) -> ClusterView:
+        """This view with its pools' options computed: the costly part of a simulation of a few
+        pods, the same for every simulation of a pass."""
+        if self.options is not None:
+            return self
+        table = option_table(
+            self.pools, self.catalog, daemonsets=self.daemonsets, unavailable=self.unavailable, now=self.now
+        )
+        return replace(self, options=table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,7 @@ def simulate(moves: Sequence[Move], cluster: ClusterView) -> Simulation:
         unavailable=cluster.unavailable,
         now=cluster.now,
         running=running,
+        options=cluster.options,
     )
     initialized = {n.name: n.initialized for n in nodes}
     starting = sorted({node for key, node in plan.placed.items() if key in moved and not initialized.get(node, True)})

@@ -155,20 +155,18 @@ def schedule(
     unavailable: UnavailableOfferings | None = None,
     now: datetime | None = None,
     running: Iterable[Running] = (),
+    options: Mapping[str, list[Option]] | None = None,
 ) -> Plan:
-    """`running`: the pods already running, for the topology rules (`topology.Running`)."""
+    """`running`: the pods already running, for the topology rules (`topology.Running`);
+    `options`: `option_table`'s answer for these pools, when the caller plans many times over
+    the same pools and catalog (a consolidation's simulations)."""
     plan = Plan()
     topology = Topology(running)
     existing = sorted((replace(n, free=dict(n.free)) for n in nodes), key=lambda n: (not n.initialized, n.name))
-    ordered_pools = [
-        replace(p, requirements=_with_pool_label(p))
-        for p in sorted(pools, key=lambda p: (-p.weight, _descending(p.name)))
-    ]
+    ordered_pools = _ordered(pools)
     remaining = {p.name: dict(p.remaining) if p.remaining is not None else None for p in ordered_pools}
-    options = {
-        p.name: pool_options(p.requirements, p.taints, catalog, daemonsets=daemonsets, unavailable=unavailable, now=now)
-        for p in ordered_pools
-    }
+    if options is None:
+        options = option_table(ordered_pools, catalog, daemonsets=daemonsets, unavailable=unavailable, now=now)
     known_zones = {z for n in existing if (z := n.labels.get(ZONE_LABEL))} | {
         offer.zone for pool_options_ in options.values() for o in pool_options_ for offer in o.offers
     }
@@ -263,6 +261,31 @@ def _pin(requirements: Requirements, zones: list[str] | None, offered: Iterable[
         return False
     requirements.add(ValueSet.exactly(ZONE_LABEL, zone))
     return True
+
+
+def _ordered(pools: Iterable[PoolTemplate]) -> list[PoolTemplate]:
+    """By weight, then name descending (upstream's order), each with its pool label required."""
+    ordered = sorted(pools, key=lambda p: (-p.weight, _descending(p.name)))
+    return [replace(p, requirements=_with_pool_label(p)) for p in ordered]
+
+
+def option_table(
+    pools: Iterable[PoolTemplate],
+    catalog: Sequence[InstanceOption],
+    *,
+    daemonsets: Sequence[DaemonSetPods] = (),
+    unavailable: UnavailableOfferings | None = None,
+    now: datetime | None = None,
+) -> dict[str, list[Option]]:
+    """Each pool's launchable options, as a pass computes them: the costly part of a pass over
+    few pods, so many passes over the same pools and catalog compute it once."""
+    found: dict[str, list[Option]] = {}
+    for pool in pools:
+        requirements = _with_pool_label(pool)
+        found[pool.name] = pool_options(
+            requirements, pool.taints, catalog, daemonsets=daemonsets, unavailable=unavailable, now=now
+        )
+    return found
 
 
 def _with_pool_label(pool: PoolTemplate) -> Requirements:
