@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.strict_limits
 	$(BIN)/python -m benchmarks.scheduling
 	$(BIN)/python -m benchmarks.termination
+	$(BIN)/python -m benchmarks.consolidation
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

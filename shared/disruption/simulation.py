@@ -35,6 +35,8 @@ class ClusterView:
     """Nodes inside their consolidateAfter window."""
     options: Mapping[str, list[Option]] | None = None
     """Each pool's launchable options (`prepared`): computed once for all of a pass's simulations."""
+    running_anti_affinity: bool | None = None
+    """Whether a running pod has required anti-affinity of its own (`prepared`)."""
 
     def prepared(self) -> ClusterView:
         """This view with its pools' options computed: the costly part of a simulation of a few
@@ -44,7 +46,8 @@ class ClusterView:
         table = option_table(
             self.pools, self.catalog, daemonsets=self.daemonsets, unavailable=self.unavailable, now=self.now
         )
-        return replace(self, options=table)
+        anti = any(len(r) > 3 and r[3] for r in self.running)  # type: ignore[misc]
+        return replace(self, options=table, running_anti_affinity=anti)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +84,13 @@ class Simulation:
 def simulate(moves: Sequence[Move], cluster: ClusterView) -> Simulation:
     leaving = {m.node for m in moves}
     nodes = [n for n in cluster.nodes if n.name not in leaving and n.name not in cluster.waiting]
-    running = [r for r in cluster.running if r[2] not in leaving]
     moved = {p.key for m in moves for p in m.pods}
+    pods = [*cluster.pending, *(p for m in moves for p in m.pods)]
+    running: list[Running] = []
+    if _topology_matters(pods, cluster):  # else the running pods cannot change where one goes
+        running = [r for r in cluster.running if r[2] not in leaving]
     plan = schedule(
-        [*cluster.pending, *(p for m in moves for p in m.pods)],
+        pods,
         nodes,
         cluster.pools,
         cluster.catalog,
@@ -101,3 +107,11 @@ def simulate(moves: Sequence[Move], cluster: ClusterView) -> Simulation:
     for key in sorted(moved - landed - unplaced.keys()):  # a pod the pass leaves to others: nowhere to go
         unplaced[key] = "no existing node holds it and it may not go to a new NodeClaim"
     return Simulation(tuple(c for c in plan.claims if moved.intersection(c.pods)), unplaced, tuple(starting))
+
+
+def _topology_matters(pods: Sequence[PendingPod], cluster: ClusterView) -> bool:
+    """Whether a pod has spread or (anti-)affinity rules, or a running pod has anti-affinity:
+    only then do the running pods take part (counting them is most of a small simulation)."""
+    if cluster.running_anti_affinity is not False:
+        return True
+    return any(p.topology.spread or p.topology.affinity or p.topology.anti_affinity for p in pods)
