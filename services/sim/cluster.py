@@ -1,5 +1,6 @@
 """The sim cluster: pods, nodes, PodDisruptionBudgets, workload controllers, DaemonSets, and a
-kube-scheduler that binds pending pods to Ready nodes where they fit.
+kube-scheduler (`services.sim.kube_scheduler`) that binds pending pods to Ready nodes where they
+fit.
 
 It plays the Kubernetes API for the rest of nodewright, so it behaves like one: an eviction that
 a PDB forbids is refused (the API's 429), a deleted node takes its pods with it and their
@@ -9,16 +10,26 @@ watchers (`changes_since`). Pure: time comes in as `now`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from shared.api.core import Taint, TaintEffect, Toleration
+from services.sim.kube_scheduler import KubeScheduler, takes_pods, tolerated
+from services.sim.objects import (
+    ClusterError,
+    DaemonSet,
+    EvictionRefused,
+    Gone,
+    Node,
+    NotFound,
+    Pod,
+    PodDisruptionBudget,
+    PodTemplate,
+    Workload,
+)
+from shared.api.core import Taint, TaintEffect
 from shared.api.labels import HOSTNAME_LABEL
-from shared.api.pod import Affinity, LabelSelector, TopologySpreadConstraint, WhenUnsatisfiable
-from shared.api.quantity import format_quantity
 from shared.api.scenario import STATEFULSET
 from shared.disruption.pdbs import scaled
 from shared.ports import cluster as ports
@@ -35,200 +46,29 @@ from shared.ports.cluster import (
     Snapshot,
     WatchEvent,
 )
-from shared.scheduling.requirements import selector_allows
 
 HISTORY = 50_000
 """Changes kept for watchers: between this and twice this many."""
 EVENTS_KEPT = 10_000
 """Kubernetes Events kept, the oldest dropped first (the API server lets them expire)."""
-UNSCHEDULABLE_BACKOFF = timedelta(seconds=10)
-"""How often at most a watch hears that a pending pod's scheduling message changed."""
 _ZERO = Decimal(0)
 
-
-class ClusterError(ports.ClusterError):
-    pass
-
-
-class NotFound(ClusterError, ports.NotFound):
-    pass
-
-
-class Gone(ClusterError, ports.Gone):
-    pass
-
-
-class EvictionRefused(ClusterError, ports.EvictionRefused):
-    """What the eviction API answers with 429 while a PodDisruptionBudget allows no disruption."""
-
-    status = 429
-
-    def __init__(self, pod: str, pdb: str) -> None:
-        super().__init__(f"Cannot evict pod {pod} as it would violate the pod's disruption budget {pdb}.")
-        self.pod = pod
-        self.pdb = pdb
+__all__ = [
+    "ClusterError",
+    "DaemonSet",
+    "EvictionRefused",
+    "Gone",
+    "Node",
+    "NotFound",
+    "Pod",
+    "PodDisruptionBudget",
+    "PodTemplate",
+    "SimCluster",
+    "Workload",
+]
 
 
-@dataclass(slots=True)
-class PodTemplate:
-    """What a workload stamps on each pod."""
-
-    labels: dict[str, str]
-    requests: dict[str, Decimal]
-    node_selector: dict[str, str] = field(default_factory=dict)
-    affinity: Affinity | None = None
-    spread: list[TopologySpreadConstraint] = field(default_factory=list)
-    tolerations: list[Toleration] = field(default_factory=list)
-    annotations: dict[str, str] = field(default_factory=dict)
-    priority_class: str | None = None
-    priority: int = 0
-    grace_seconds: int = 30
-    _shape: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The pod spec fields a template sets, in the API's shape: a pod's and a DaemonSet's.
-        Made once per template (a template is never changed; a pod record copies it shallowly),
-        since every pod of a workload is recorded with it at each status change."""
-        if self._shape is None:
-            self._shape = self._make_dict()
-        return self._shape
-
-    def _make_dict(self) -> dict[str, Any]:
-        return {
-            "labels": dict(self.labels),
-            "annotations": dict(self.annotations),
-            "requests": _quantities(self.requests),
-            "nodeSelector": dict(self.node_selector),
-            "affinity": self.affinity.to_dict() if self.affinity else None,
-            "topologySpreadConstraints": [c.to_dict() for c in self.spread],
-            "tolerations": [x.to_dict() for x in self.tolerations],
-            "priorityClassName": self.priority_class,
-            "priority": self.priority,
-            "terminationGracePeriodSeconds": self.grace_seconds,
-        }
-
-
-@dataclass(slots=True)
-class Pod:
-    namespace: str
-    name: str
-    template: PodTemplate
-    owner_kind: str
-    owner_name: str
-    created_at: datetime
-    node_name: str | None = None
-    started_at: datetime | None = None
-    unschedulable: str | None = None  # the scheduler's message while it cannot place the pod
-    reported_at: datetime | None = None  # when a watch last heard the message
-    uid: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return self.template.labels
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            **self.template.to_dict(),
-            "ownerKind": self.owner_kind,
-            "ownerName": self.owner_name,
-            "createdAt": self.created_at.isoformat(),
-            "nodeName": self.node_name,
-            "phase": "Running" if self.node_name else "Pending",
-            "unschedulable": self.unschedulable,
-        }
-
-
-@dataclass(slots=True)
-class Node:
-    name: str
-    provider_id: str
-    labels: dict[str, str]
-    taints: list[Taint]
-    capacity: Mapping[str, Decimal]
-    allocatable: Mapping[str, Decimal]
-    created_at: datetime
-    ready: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "providerID": self.provider_id,
-            "labels": dict(self.labels),
-            "taints": [t.to_dict() for t in self.taints],
-            "capacity": _quantities(self.capacity),
-            "allocatable": _quantities(self.allocatable),
-            "createdAt": self.created_at.isoformat(),
-            "ready": self.ready,
-        }
-
-
-@dataclass(slots=True)
-class PodDisruptionBudget:
-    namespace: str
-    name: str
-    selector: LabelSelector
-    min_available: int | str | None = None
-    max_unavailable: int | str | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "selector": self.selector.to_dict(),
-            "minAvailable": self.min_available,
-            "maxUnavailable": self.max_unavailable,
-        }
-
-
-@dataclass(slots=True)
-class Workload:
-    """A Deployment or StatefulSet: keeps `replicas` pods alive."""
-
-    namespace: str
-    name: str
-    kind: str
-    replicas: int
-    template: PodTemplate
-
-
-@dataclass(slots=True)
-class DaemonSet:
-    namespace: str
-    name: str
-    template: PodTemplate
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The pod template nested as the API nests it (spec.template), in the sim's pod shape."""
-        return {"namespace": self.namespace, "name": self.name, "template": self.template.to_dict()}
-
-
-def _queue_order(pod: Pod) -> tuple[int, bool, datetime, str]:
-    """The kube-scheduler's queue: priority first, then age. At equal priority a DaemonSet pod goes
-    first, as the system-node-critical class most clusters give DaemonSets (and Karpenter's docs
-    advise) makes it go: a node Karpenter sized for its DaemonSets then runs them."""
-    return (-pod.template.priority, pod.owner_kind != DAEMONSET, pod.created_at, pod.key)
-
-
-def _quantities(values: Mapping[str, Decimal]) -> dict[str, str]:
-    return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
-
-
-class SimCluster:
+class SimCluster(KubeScheduler):
     def __init__(self) -> None:
         self.pods: dict[str, Pod] = {}
         self.nodes: dict[str, Node] = {}
@@ -325,7 +165,7 @@ class SimCluster:
         self._active.pop(key, None)
         if pod.node_name is not None:
             node = self.nodes.get(pod.node_name)
-            if key in self._anti or (node is not None and _open(node)):
+            if key in self._anti or (node is not None and takes_pods(node)):
                 self._retry_all = True  # room, or a domain, others may now take
             self._unplace(pod)
         self.record(POD, DELETED, key, pod.to_dict())
@@ -594,7 +434,7 @@ class SimCluster:
         for ds in self.daemonsets.values():
             for node in self.nodes.values():
                 name = f"{ds.name}-{node.name}"
-                if f"{ds.namespace}/{name}" in self.pods or not _tolerated(ds.template.tolerations, node.taints):
+                if f"{ds.namespace}/{name}" in self.pods or not tolerated(ds.template.tolerations, node.taints):
                     continue
                 # pinned to its node, and bound by the scheduler when it fits there (as DaemonSets are)
                 pinned = replace(ds.template, node_selector={**ds.template.node_selector, HOSTNAME_LABEL: node.name})
@@ -609,213 +449,6 @@ class SimCluster:
             name = f"{workload.name}-{self._serial:05x}"
         taken.add(name)
         return Pod(workload.namespace, name, workload.template, workload.kind, workload.name, now)
-
-    # --- kube-scheduler ------------------------------------------------------------------------
-
-    def schedule(self, now: datetime) -> list[Pod]:
-        """Bind pending pods, in queue order (`_queue_order`), each to the feasible Ready node with the most
-        room left (kube-scheduler's LeastAllocated); mark the others Unschedulable with the
-        scheduler's message. A pass tries the pods added since the last one, or every pending pod
-        when something changed that could let one fit, and at least every UNSCHEDULABLE_BACKOFF.
-        Returns the pods bound."""
-        due = self._full_pass_at is None or now - self._full_pass_at >= UNSCHEDULABLE_BACKOFF
-        if self._retry_all or due:
-            queue, self._full_pass_at = self.pending(), now
-        else:
-            queue = [p for p in self._active.values() if p.node_name is None]
-        self._retry_all = False
-        self._active.clear()
-        if not queue:
-            return []
-        bound = []
-        nodes = sorted(self.nodes.values(), key=lambda n: n.name)
-        hopeless: dict[tuple[str, int], str] = {}
-        for pod in sorted(queue, key=_queue_order):
-            reasons: dict[str, int] = {}
-            feasible = []
-            placement = self._placement(pod)
-            # A pass only takes room and adds anti-affinity: a pod no node could take, with no
-            # affinity or spread that others' binding could satisfy, stands for its workload's rest.
-            alike = (pod.namespace, id(pod.template)) if not placement.required and not placement.spread else None
-            if alike in hopeless:
-                self._unschedulable(pod, hopeless[alike], now)  # type: ignore[index]
-                continue
-            for node in nodes:
-                why = self.why_not(pod, node, placement)
-                if why is None:
-                    feasible.append(node)
-                else:
-                    reasons[why] = reasons.get(why, 0) + 1
-            if feasible:
-                node = max(feasible, key=lambda n: (self._room(n), n.name))
-                self._place(pod, node.name)
-                pod.started_at, pod.unschedulable = now, None
-                self.record(POD, MODIFIED, pod.key, pod.to_dict())
-                bound.append(pod)
-                continue
-            message = f"0/{len(self.nodes)} nodes are available: " + ", ".join(
-                f"{count} {why}" for why, count in sorted(reasons.items())
-            )
-            if not self.nodes:
-                message = "no nodes available to schedule pods"
-            if alike is not None:
-                hopeless[alike] = message
-            self._unschedulable(pod, message, now)
-        return bound
-
-    def _unschedulable(self, pod: Pod, message: str, now: datetime) -> None:
-        """The pod's message is kept current; a watch hears of a new one at most every
-        `UNSCHEDULABLE_BACKOFF` (kube-scheduler backs unschedulable pods off rather than
-        retrying each at every node that joins, which for thousands of pods floods every watch)."""
-        if pod.unschedulable is None or (
-            message != pod.unschedulable and (pod.reported_at is None or now - pod.reported_at >= UNSCHEDULABLE_BACKOFF)
-        ):
-            pod.unschedulable, pod.reported_at = message, now
-            self.record(POD, MODIFIED, pod.key, pod.to_dict())
-        pod.unschedulable = message
-
-    def free(self, node: Node) -> dict[str, Decimal]:
-        out = dict(node.allocatable)
-        for name, value in self._used.get(node.name, {}).items():
-            out[name] = out.get(name, _ZERO) - value
-        return out
-
-    def _room(self, node: Node) -> Decimal:
-        free = self.free(node)
-        shares = [free[r] / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)]
-        return sum(shares, _ZERO) / len(shares) if shares else _ZERO
-
-    def why_not(self, pod: Pod, node: Node, placement: _Placement | None = None) -> str | None:
-        """Why the pod cannot run on the node now (kube-scheduler's words), or None if it can."""
-        t = pod.template
-        if not node.ready:
-            return "node(s) were not ready"
-        untolerated = next(
-            (
-                taint
-                for taint in node.taints
-                if taint.effect != TaintEffect.PREFER_NO_SCHEDULE
-                and not (t.tolerations and any(x.tolerates(taint) for x in t.tolerations))
-            ),
-            None,
-        )
-        if untolerated is not None:
-            return f"node(s) had untolerated taint {{{untolerated.key}: {untolerated.value or ''}}}"
-        if not _affine(pod, node.labels):
-            return "node(s) didn't match Pod's node affinity/selector"
-        free = self.free(node)
-        if free.get("pods", _ZERO) < 1:
-            return "Too many pods"
-        for name, value in sorted(t.requests.items()):
-            if value > free.get(name, _ZERO):
-                return f"Insufficient {name}"
-        placement = placement or self._placement(pod)
-        labels = node.labels
-        if any(labels.get(key) == value for key, value in placement.blocked):
-            return "node(s) didn't match pod anti-affinity rules"
-        for key, values in placement.required:
-            if labels.get(key) not in values:
-                return "node(s) didn't match pod affinity rules"
-        for key, counts, self_match, max_skew in placement.spread:
-            here = labels.get(key)
-            if here is None or here not in counts:
-                return "node(s) didn't match pod topology spread constraints (missing required label)"
-            if counts[here] + self_match - min(counts.values()) > max_skew:
-                return "node(s) didn't match pod topology spread constraints"
-        return None
-
-    def _placement(self, pod: Pod) -> _Placement:
-        """What the pod's (and the placed pods') inter-pod rules say, once per pod and pass:
-        topology domains it must avoid or join, and its spread constraints' counts."""
-        affinity = pod.template.affinity
-        if affinity is None and not pod.template.spread and not self._anti:
-            return _FREE
-        blocked: set[tuple[str, str]] = set()
-        for term in affinity.required_anti_affinity() if affinity else []:
-            for other in self._placed_in(pod.namespace):
-                if term.selects(other.labels):
-                    _add_domain(blocked, term.topology_key, self.nodes.get(other.node_name or ""))
-        for other in self._anti.values():  # symmetric: placed pods' anti-affinity keeps this one away
-            if other.namespace != pod.namespace:
-                continue
-            for term in other.template.affinity.required_anti_affinity() if other.template.affinity else []:
-                if term.selects(pod.labels):
-                    _add_domain(blocked, term.topology_key, self.nodes.get(other.node_name or ""))
-        required: list[tuple[str, set[str | None]]] = []
-        for term in affinity.required_affinity() if affinity else []:
-            domains: set[str | None] = set()
-            matched = False
-            for other in self._placed_in(pod.namespace):
-                if term.selects(other.labels):
-                    matched = True
-                    node = self.nodes.get(other.node_name or "")
-                    if node is not None and term.topology_key in node.labels:
-                        domains.add(node.labels[term.topology_key])
-            if not matched and term.selects(pod.labels):
-                continue  # the first pod of a group that wants itself: Kubernetes lets it go anywhere
-            required.append((term.topology_key, domains))
-        spread = []
-        for c in pod.template.spread:
-            if c.when_unsatisfiable != WhenUnsatisfiable.DO_NOT_SCHEDULE:
-                continue
-            eligible = {
-                n.name: n.labels[c.topology_key]
-                for n in self.nodes.values()
-                if c.topology_key in n.labels and _affine(pod, n.labels)
-            }
-            counts = dict.fromkeys(eligible.values(), 0)
-            selector = c.label_selector
-            if selector is not None:  # a constraint without a selector matches no pod
-                for other in self._placed_in(pod.namespace):
-                    domain = eligible.get(other.node_name or "")
-                    if domain is not None and selector.matches(other.labels):
-                        counts[domain] += 1
-            self_match = 1 if selector is not None and selector.matches(pod.labels) else 0
-            spread.append((c.topology_key, counts, self_match, c.max_skew))
-        return _Placement(frozenset(blocked), required, spread)
-
-    def _placed_in(self, namespace: str) -> Iterable[Pod]:
-        for pods in self._on_node.values():
-            for pod in pods.values():
-                if pod.namespace == namespace:
-                    yield pod
-
-
-@dataclass(frozen=True, slots=True)
-class _Placement:
-    blocked: frozenset[tuple[str, str]]  # (topology key, value) domains the pod must avoid
-    required: list[tuple[str, set[str | None]]]  # (topology key, domains) it must join, per term
-    spread: list[tuple[str, dict[str, int], int, int]]  # (key, matching pods per domain, self, maxSkew)
-
-
-_FREE = _Placement(frozenset(), [], [])
-"""A pod that neither has inter-pod rules nor meets any."""
-
-
-def _open(node: Node) -> bool:
-    """Ready and without a taint that keeps pods off: room freed there is room a pod may take."""
-    return node.ready and not any(t.effect != TaintEffect.PREFER_NO_SCHEDULE for t in node.taints)
-
-
-def _add_domain(into: set[tuple[str, str]], key: str, node: Node | None) -> None:
-    if node is not None and key in node.labels:
-        into.add((key, node.labels[key]))
-
-
-def _affine(pod: Pod, labels: Mapping[str, str]) -> bool:
-    t = pod.template
-    if any(labels.get(k) != v for k, v in t.node_selector.items()):
-        return False
-    return selector_allows(t.affinity.required_node_selector() if t.affinity else None, labels)
-
-
-def _tolerated(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:
-    """Every NoSchedule/NoExecute taint is tolerated by some toleration."""
-    tolerations = list(tolerations)
-    return all(
-        taint.effect == TaintEffect.PREFER_NO_SCHEDULE or any(t.tolerates(taint) for t in tolerations)
-        for taint in taints
-    )
 
 
 def _scale_down_order(pods: list[Pod]) -> list[Pod]:
