@@ -4,6 +4,7 @@ one consistent view (an exported snapshot) that other connections and processes 
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
@@ -20,11 +21,12 @@ from shared.store.gather import pool_from_row
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
 
 
-class LogReader:
+class LogReader(ABC):
     """The reading half of the store (`EventStore`), over the connection it hands out."""
 
+    @abstractmethod
     def driver_connection(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
-        raise NotImplementedError
+        """A connection of the store's pool, for as long as the block runs."""
 
     async def identity(self) -> str:
         """The store's own random id (migration 0004): what tells its messages on a stream from
