@@ -88,12 +88,12 @@ class KubeScheduler:
         """The pod's message is kept current; a watch hears of a new one at most every
         `UNSCHEDULABLE_BACKOFF` (kube-scheduler backs unschedulable pods off rather than
         retrying each at every node that joins, which for thousands of pods floods every watch)."""
-        if pod.unschedulable is None or (
-            message != pod.unschedulable and (pod.reported_at is None or now - pod.reported_at >= UNSCHEDULABLE_BACKOFF)
-        ):
-            pod.unschedulable, pod.reported_at = message, now
-            self.record(POD, MODIFIED, pod.key, pod.to_dict())
+        waited = pod.reported_at is None or now - pod.reported_at >= UNSCHEDULABLE_BACKOFF
+        report = pod.unschedulable is None or (message != pod.unschedulable and waited)
         pod.unschedulable = message
+        if report:
+            pod.reported_at = now
+            self.record(POD, MODIFIED, pod.key, pod.to_dict())
 
     def free(self, node: Node) -> dict[str, Decimal]:
         out = dict(node.allocatable)

@@ -31,12 +31,11 @@ from shared.bus.work import WorkConsumer, still_working
 from shared.clock import Clock
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent, RecordedEvent
-from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudProvider, InstanceNotFound
 from shared.ports.cluster import NODE, POD, WARNING, Cluster, ClusterError, EvictionRefused, KubeEvent, NotFound
 from shared.runtime.outages import OUTAGES
 from shared.runtime.recorder import Recorder
-from shared.store.eventstore import EventStore, StoreError, unit
+from shared.store.eventstore import EventStore, unit
 from shared.termination import steps
 from shared.termination.pods import DISRUPTED_TAINT, DrainPod, tier
 from shared.termination.steps import Drain, Termination
@@ -155,29 +154,15 @@ class TerminationService:
             log.warning("terminating nodeclaim %s: %r; trying again", drain.name, exc)
             return False
 
-    async def record(self, event: c.Event, event_id: uuid.UUID, now: datetime) -> int | None:
-        """Append one step, with its own id (recorded once however often retried); its position,
-        or None when the store refused it (logged: the step is then not retried)."""
-        new = NewEvent.of(event, occurred_at=now, producer=PRODUCER, event_id=event_id)
-        try:
-            (position,) = await self.store.append(event.stream_id, None, [new])
-        except (StoreError, ReservationError) as exc:
-            log.warning("%s of %s not recorded: %s", event.TYPE, event.stream_id, exc)
-            return None
-        return position
-
-    async def record_all(self, events: list[tuple[c.Event, uuid.UUID]], now: datetime) -> int:
-        """Several steps in one transaction; the last position (0 when nothing was written)."""
+    async def record(self, events: list[tuple[c.Event, uuid.UUID]], now: datetime) -> None:
+        """Steps in one transaction, each with its own id (recorded once however often retried);
+        one the store refuses is logged and not retried."""
         units = [
             unit(e.stream_id, None, [NewEvent.of(e, occurred_at=now, producer=PRODUCER, event_id=i)]) for e, i in events
         ]
-        last = 0
         for (event, _), result in zip(events, await self.store.append_units(units), strict=True):
             if isinstance(result, BaseException):
                 log.warning("%s of %s not recorded: %s", event.TYPE, event.stream_id, result)
-            elif result:
-                last = max(last, *result)
-        return last
 
 
 class _Drain:
@@ -248,7 +233,7 @@ class _Drain:
             decision_id=s.projection.claims[t.nodeclaim].decision_id,
             termination_time=deadline.isoformat() if deadline else None,
         )
-        await s.record(draining, step_id("draining", t.nodeclaim), now)
+        await s.record([(draining, step_id("draining", t.nodeclaim))], now)
         self.draining_since = now  # the projection hears of it later: the next pass need not wait
         log.info("tainted node %s (nodeclaim %s)", t.node, t.nodeclaim)
         if deadline is not None:
@@ -265,7 +250,8 @@ class _Drain:
         force = [*plan.force, *((p, g) for p, g in self.uncertain.values() if g is not None)]
         evict = [*plan.evict, *(p for p, g in self.uncertain.values() if g is None)]
         force = list({p.key: (p, g) for p, g in force}.values())
-        evict = list({p.key: p for p in evict if p.key not in {q.key for q, _ in force}}.values())
+        forced = {p.key for p, _ in force}
+        evict = list({p.key: p for p in evict if p.key not in forced}.values())
         outcomes = await asyncio.gather(*(self._force(pod, grace) for pod, grace in force))
         for (pod, grace), outcome in zip(force, outcomes, strict=True):
             if outcome == "unknown":
@@ -314,7 +300,7 @@ class _Drain:
         recorded, self.unrecorded = [*self.unrecorded, *recorded], []
         if recorded:
             try:
-                await s.record_all(recorded, now)
+                await s.record(recorded, now)
             except OUTAGES:
                 self.unrecorded = recorded  # done in the cluster: recorded next pass
                 raise
@@ -420,7 +406,7 @@ class _Drain:
         s = self.s
         claim = s.projection.claims[t.nodeclaim]
         ended = c.NodeClaimTerminated(nodeclaim=t.nodeclaim, nodepool=t.nodepool, reason=t.reason)
-        await s.record(ended, step_id("terminated", t.nodeclaim), now)
+        await s.record([(ended, step_id("terminated", t.nodeclaim))], now)
         s.finished.append(t.nodeclaim)
         s.terminated_total.labels(t.nodepool, claim.capacity_type or "", claim.zone or "").inc()
         s.claim_duration.observe(max((now - t.requested_at).total_seconds(), 0.0))
