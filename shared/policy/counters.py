@@ -17,75 +17,33 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from shared.api.nodepool import NODES_RESOURCE, DisruptionReason, NodePool
-from shared.api.quantity import format_quantity, parse
+from shared.api.quantity import format_quantity
 from shared.api.validation import validate_nodepool
 from shared.events.contracts import FORCEFUL_REASONS
 from shared.policy.budgets import DisruptionBudgets
 from shared.policy.gates import BlockCause, check_disruption
 from shared.policy.limits import NodeLimit, exceeded_limits
+from shared.policy.resources import format_resources, largest_capacity, resources_of
+from shared.policy.violations import (
+    BudgetExceeded,
+    InvalidTransition,
+    LimitExceeded,
+    NodeLimitExceeded,
+    ReservationError,
+    Rule,
+    Violation,
+)
 
 IN_FLIGHT = "in_flight"
 LAUNCHED = "launched"
 ENDED = "ended"
-
-
-class Rule:
-    """Rule names, as `nodewright audit` reports them."""
-
-    LIMITS = "limits"
-    BUDGET = "budget"
-    NODE_HARD_LIMIT = "node-hard-limit"
-    CAPACITY = "capacity"
-    NODEPOOL = "nodepool"
-    LIFECYCLE = "lifecycle"
-    PAYLOAD = "payload"
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    rule: str
-    detail: str
-    numbers: dict[str, Any] = field(default_factory=dict)
-
-
-class ReservationError(Exception):
-    """A counted event that breaks a rule; the store appends nothing and raises this."""
-
-    def __init__(self, violation: Violation, nodepool: str = "") -> None:
-        super().__init__(violation.detail)
-        self.violation = violation
-        self.nodepool = nodepool
-
-    @property
-    def rule(self) -> str:
-        return self.violation.rule
-
-    @property
-    def numbers(self) -> dict[str, Any]:
-        return self.violation.numbers
-
-
-class LimitExceeded(ReservationError):
-    pass
-
-
-class BudgetExceeded(ReservationError):
-    pass
-
-
-class NodeLimitExceeded(ReservationError):
-    pass
-
-
-class InvalidTransition(ReservationError):
-    pass
 
 
 ERRORS: dict[str, type[ReservationError]] = {
@@ -97,48 +55,6 @@ ERRORS: dict[str, type[ReservationError]] = {
     Rule.LIFECYCLE: InvalidTransition,
     Rule.PAYLOAD: InvalidTransition,
 }
-
-
-quantity = parse
-"""A quantity's exact value (`parse` memoises the texts it has seen)."""
-
-
-def resources_of(raw: Mapping[str, str]) -> Mapping[str, Decimal]:
-    """The quantities of a capacity map. Shared between equal maps: read it, never change it.
-
-    Memoised by the map's items: a log repeats the same few instance-type capacities millions of
-    times. A plain dict, not `lru_cache`: this runs twice per claim in a replay, and the wrapper
-    cost as much as the lookup."""
-    key = tuple(raw.items())
-    known = _RESOURCES.get(key)
-    if known is None:
-        if len(_RESOURCES) >= 4096:
-            _RESOURCES.clear()
-        known = _RESOURCES[key] = {name: quantity(str(value)) for name, value in key}
-    return known
-
-
-_RESOURCES: dict[tuple[tuple[str, str], ...], Mapping[str, Decimal]] = {}
-
-
-def format_resources(values: Mapping[str, Decimal]) -> dict[str, str]:
-    return {name: format_quantity(value, binary=name in _BINARY) for name, value in sorted(values.items())}
-
-
-_BINARY = frozenset({"memory", "ephemeral-storage", "storage"})
-
-
-def largest_capacity(instance_types: Sequence[Mapping[str, Any]]) -> Mapping[str, Decimal]:
-    """Per resource, the largest capacity among the options (upstream's pessimistic subtractMax).
-    Read it, never change it: with one option it is that option's shared map (`resources_of`)."""
-    if isinstance(instance_types, list) and len(instance_types) == 1:
-        return resources_of(instance_types[0]["capacity"])
-    out: dict[str, Decimal] = {}
-    for option in instance_types:
-        for name, value in resources_of(option["capacity"]).items():
-            if name not in out or value > out[name]:
-                out[name] = value
-    return out
 
 
 @dataclass(slots=True)

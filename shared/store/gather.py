@@ -14,7 +14,8 @@ from typing import Any
 import asyncpg
 
 from shared.events.contracts import NodeClaimEvent
-from shared.policy.counters import ClaimState, PoolCounters, fold_claim, quantity
+from shared.policy.counters import ClaimState, PoolCounters, fold_claim
+from shared.policy.resources import quantity
 from shared.store import sql
 from shared.store.memory import Memory
 from shared.store.snapshot import Needs, Snapshot, Source

@@ -9,7 +9,7 @@ import uuid
 import asyncpg
 import orjson
 
-from shared.policy.counters import format_resources
+from shared.policy.resources import format_resources
 from shared.store import sql
 from shared.store.plan import WritePlan
 from shared.store.snapshot import Snapshot
