@@ -98,8 +98,12 @@ async def test_a_budget_that_allows_nothing_stalls_the_drain_until_the_grace_per
         world.start_schedulers()
         world.start_termination()
 
-        async def waiting(_: SimService) -> bool:
-            return any(d["cause"] == "PodDisruptionBudget" for _, d in await events_of(store, ["PodEvictionWaiting"]))
+        async def waiting(sim: SimService) -> bool:
+            """The pass's two traces: the step in the log, then the Event in the cluster."""
+            said = any(e["reason"] == "FailedDraining" for e in sim.world.cluster.events.values())
+            return said and any(
+                d["cause"] == "PodDisruptionBudget" for _, d in await events_of(store, ["PodEvictionWaiting"])
+            )
 
         await world.until(waiting, seconds=120)
         assert await terminated(store) == []
