@@ -4,6 +4,7 @@ then a clean stop, and one summary of what happened."""
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ def run(config: Settings, path: Path, speed: float | None = None, console: Conso
 
     score_path = config.data_dir / SCORE
     score_path.unlink(missing_ok=True)  # a score is the last run's own
+    if not config.database_url:  # a run's summary is its own: it starts from an empty log
+        shutil.rmtree(config.data_dir / "postgres", ignore_errors=True)
 
     async def summarise(database_url: str) -> dict[str, Any]:
         result = await audit_database(database_url)
@@ -39,6 +42,7 @@ def run(config: Settings, path: Path, speed: float | None = None, console: Conso
             facts = [f async for page in store.read_types(_COUNTED) for f in page]
             pending = await _pending_at_end(store)
             terminations, evicted = await _terminations(store)
+            disruption = await _disruption(store)
             live = await store.counters()
         finally:
             await store.close()
@@ -64,7 +68,7 @@ def run(config: Settings, path: Path, speed: float | None = None, console: Conso
             "events": result.replay.events,
             "nodeclaims_created": created,
             "nodeclaims_terminated": terminated,
-            "disruptions": {},
+            **disruption,
             "max_nodes": dict(sorted(peak.items())),
             "limits": dict(sorted(limits.items())),
             "pending_pods_at_end": pending,
@@ -127,6 +131,66 @@ async def _terminations(store: Any) -> tuple[list[dict[str, Any]], int]:
     return list(out.values()), evicted
 
 
+async def _disruption(store: Any) -> dict[str, Any]:
+    """What disruption did, from the log: NodeClaims disrupted per reason (handed to termination),
+    every decision, the `DisruptionBlocked` said per cause, and per pool the most NodeClaims
+    disrupting at once (decided, not cancelled, not yet terminated)."""
+    async with store.driver_connection() as raw:
+        rows = await raw.fetch(
+            "SELECT type, data, occurred_at FROM events WHERE type = ANY($1::text[]) ORDER BY position",
+            [
+                "DisruptionDecided",
+                "DisruptionValidated",
+                "DisruptionCancelled",
+                "DisruptionCompleted",
+                "DisruptionBlocked",
+                "NodeClaimDeletionRequested",
+                "NodeClaimTerminated",
+            ],
+        )
+    disrupted: dict[str, int] = {}
+    decisions: list[dict[str, Any]] = []
+    blocked: dict[str, int] = {}
+    going: dict[str, str] = {}  # claim -> its pool, while a decision holds it
+    peak: dict[str, int] = {}
+    for kind, data, at in rows:
+        if kind == "DisruptionDecided":
+            decisions.append(
+                {
+                    "at": at.isoformat().replace("+00:00", "Z"),
+                    "nodepool": data["nodepool"],
+                    "reason": data["reason"],
+                    "decision": data.get("decision") or ("replace" if data.get("replacements") else "delete"),
+                    "nodeclaims": list(data["candidates"]),
+                    "replacements": list(data.get("replacements") or []),
+                }
+            )
+            going.update(dict.fromkeys(data["candidates"], data["nodepool"]))
+        elif kind == "DisruptionValidated":
+            for name in data.get("dropped") or {}:
+                going.pop(name, None)
+        elif kind == "DisruptionCancelled":
+            for name in data.get("candidates") or []:
+                going.pop(name, None)
+        elif kind == "NodeClaimDeletionRequested" and data.get("decision_id"):
+            disrupted[data["reason"]] = disrupted.get(data["reason"], 0) + 1
+        elif kind == "NodeClaimTerminated":
+            going.pop(data["nodeclaim"], None)
+        elif kind == "DisruptionBlocked":
+            blocked[data.get("cause") or "Budget"] = blocked.get(data.get("cause") or "Budget", 0) + 1
+        counts: dict[str, int] = {}
+        for pool in going.values():
+            counts[pool] = counts.get(pool, 0) + 1
+        for pool, count in counts.items():
+            peak[pool] = max(peak.get(pool, 0), count)
+    return {
+        "disruptions": dict(sorted(disrupted.items())),
+        "decisions": decisions,
+        "blocked": dict(sorted(blocked.items())),
+        "max_disrupting": dict(sorted(peak.items())),
+    }
+
+
 async def _pending_at_end(store: Any) -> int:
     async with store.driver_connection() as raw:
         return sum(1 for r in await up.latest_states(raw) if r["type"] == "PodPending")
@@ -147,6 +211,13 @@ def render(summary: dict[str, Any]) -> str:
             f"terminations: {len(ended)} of {len(summary['terminations'])} asked for ended; "
             f"{summary['evictions']} pods evicted, {summary['pdb_violations']} PDB violations"
         )
+    if summary["decisions"]:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in summary["disruptions"].items()) or "none carried out"
+        lines.append(f"disruption: {len(summary['decisions'])} decision(s); NodeClaims disrupted: {reasons}")
+        for pool, most in summary["max_disrupting"].items():
+            lines.append(f"  nodepool {pool}: at most {most} disrupting at once")
+    if summary["blocked"]:
+        lines.append("DisruptionBlocked: " + ", ".join(f"{cause} {n}" for cause, n in summary["blocked"].items()))
     if summary["violations"]:
         lines.append(f"audit: {len(summary['violations'])} violation(s)")
         lines.extend(f"  #{v['position']} {v['stream']} [{v['rule']}] {v['detail']}" for v in summary["violations"])

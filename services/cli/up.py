@@ -116,6 +116,7 @@ def _children(
         "watcher": ["-m", "services.watcher"],
         "scheduler": ["-m", "services.scheduler"],
         "termination": ["-m", "services.termination"],
+        "disruption": ["-m", "services.disruption"],
     }
     clean = {k: v for k, v in env.items() if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT"))}
     logs = data_dir / "logs"

@@ -27,11 +27,9 @@ from typing import Any
 import nats.errors
 from prometheus_client import Counter, Gauge, Histogram
 
-from services.scheduler.projection import ClaimInFlight, Projection
 from shared.api.core import Requirement
 from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodepool import NodePool
-from shared.api.quantity import format_quantity, parse
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
@@ -43,9 +41,11 @@ from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import NORMAL, POD, WARNING, Cluster, KubeEvent
 from shared.runtime.outages import OUTAGES
 from shared.runtime.recorder import Recorder
-from shared.scheduling.offerings import InstanceOption, Offer, UnavailableOfferings
-from shared.scheduling.packing import PlannedClaim, claim_requirements, schedule
+from shared.scheduling.claims import claim_created, claim_name, instance_option
+from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
+from shared.scheduling.packing import PlannedClaim, schedule
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.view import ClaimInFlight, Projection
 from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
 from shared.store.leader import LeaderLock
 
@@ -256,15 +256,15 @@ class SchedulerService:
     async def plan_and_launch(self, now: datetime) -> list[str]:
         """One pass; the names of the claims launched."""
         if not self.catalog:
-            self.catalog = [_instance(t) for t in await self.cloud.instance_types()]
+            self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
         live = await self.store.counters()
         remaining = {name: _remaining(live.get(name), pool) for name, pool in self.projection.pools.items()}
         for name, pool in self.projection.pools.items():
             if name in live:
                 for resource, value in live[name].usage().items():
-                    self.usage.labels(name, _resource_type(resource)).set(float(value))
+                    self.usage.labels(name, resource_type(resource)).set(float(value))
             for resource, quantity in (pool.spec.limits or {}).items():
-                self.limit.labels(name, _resource_type(resource)).set(float(quantity.value))
+                self.limit.labels(name, resource_type(resource)).set(float(quantity.value))
         with self.duration.time():
             plan = schedule(
                 self.projection.plannable(),
@@ -309,19 +309,8 @@ class SchedulerService:
 
     async def _reserve(self, claim: PlannedClaim, now: datetime) -> str | None:
         """The strict reservation of a planned claim: its name, or None when a limit refused it."""
-        name = f"{claim.nodepool}-{uuid.uuid4().hex[:8]}"
-        requirements = [r.to_dict() for v in claim_requirements(claim).values() for r in v.to_requirements()]
-        created = c.NodeClaimCreated(
-            nodeclaim=name,
-            nodepool=claim.nodepool,
-            instance_types=[
-                c.InstanceTypeOption(name=o.instance.name, capacity=_strings(o.instance.capacity), price=o.price)
-                for o in claim.options
-            ],
-            pods=claim.pods,
-            requirements=requirements,
-            requests=_strings({k: v for k, v in claim.used.items() if k != "pods"}),
-        )
+        name = claim_name(claim.nodepool)
+        created = claim_created(name, claim)
         try:
             positions = await self.store.reserve_launch(
                 [created], occurred_at=now, producer=PRODUCER, fence=self.lock.fence
@@ -460,7 +449,7 @@ class SchedulerService:
         self.appended = max(self.appended, *positions)
 
 
-def _resource_type(name: str) -> str:
+def resource_type(name: str) -> str:
     """Karpenter's `resource_type` label: lowercase, `-` as `_`."""
     return name.lower().replace("-", "_")
 
@@ -472,21 +461,6 @@ def _remaining(counters: Any, pool: Any) -> Mapping[str, Decimal] | None:
         return None
     usage = counters.usage() if counters is not None else {}
     return {k: limit - usage.get(k, Decimal(0)) for k, limit in limits.items()}
-
-
-def _instance(raw: Mapping[str, Any]) -> InstanceOption:
-    offers = tuple(Offer(o["zone"], o["capacityType"], float(o["price"])) for o in raw["offerings"])
-    return InstanceOption(
-        raw["name"],
-        {k: parse(str(v)) for k, v in raw["capacity"].items()},
-        {k: parse(str(v)) for k, v in raw["allocatable"].items()},
-        dict(raw["labels"]),
-        offers,
-    )
-
-
-def _strings(values: Mapping[str, Decimal]) -> dict[str, str]:
-    return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}
 
 
 async def _reaching_cloud(work: Awaitable[object], stopping: asyncio.Event) -> bool:

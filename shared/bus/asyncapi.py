@@ -28,6 +28,7 @@ TITLE = "nodewright bus"
 SERVER = "nats://localhost:4222"
 TOPOLOGY: dict[str, tuple[str, ...]] = {
     "scheduler": ("projection",),
+    "disruption": ("projection",),
     "termination": ("projection", "work:NodeClaimDeletionRequested"),
 }
 """The consumers each service runs: `projection`, or `work:<EventType>`."""

@@ -70,6 +70,7 @@ class WorkConsumer:
             durable=self.durable,
             deliver_policy=DeliverPolicy.ALL,
             pull_sub=PullSub(batch_size=fetch, timeout=POLL),
+            inbox_prefix=f"{names.inbox(shell.name)}.".encode(),  # its user may subscribe to no other inbox
             config=ConsumerConfig(ack_wait=ack_wait, max_deliver=-1, max_ack_pending=max(1000, 2 * (concurrency or 0))),
             ack_policy=AckPolicy.NACK_ON_ERROR,
             **({"max_workers": concurrency} if concurrency else {}),

@@ -13,16 +13,23 @@ the caller's filter, as for emptiness.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from shared.api.nodepool import DisruptionReason
 from shared.disruption.command import Command
 from shared.disruption.pricing import Replacement, cheaper, filter_out_same_instance_type, replacement
 from shared.disruption.simulation import ClusterView, Move, simulate
+from shared.scheduling.packing import PlannedClaim
 
 REASON = DisruptionReason.UNDERUTILIZED
 MULTI_NODE_MOST = 100
+Replaceable = Callable[[str, int], bool]
+"""Whether a pool's node hard limit lets `n` replacements launch before its candidates go."""
+
+
+def any_replacement(nodepool: str, count: int) -> bool:
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,10 @@ class Consolidation:
     replacement: Replacement | None = None
     why_not: str | None = None
     """Why the last candidates looked at yielded nothing (upstream's `Unconsolidatable` words)."""
+    limited: tuple[str, ...] = ()
+    """Pools whose node hard limit refused a replacement this method found."""
+    planned: PlannedClaim | None = None
+    """The replacement as the simulation planned it (its pods, requirements and options)."""
 
 
 def evaluate(chosen: Sequence[Movable], cluster: ClusterView, *, spot_to_spot: bool, multi: bool) -> Consolidation:
@@ -65,27 +76,45 @@ def evaluate(chosen: Sequence[Movable], cluster: ClusterView, *, spot_to_spot: b
     chosen_replacement = replacement(options, {m.capacity_type for m in chosen}, spot_to_spot=spot_to_spot)
     if isinstance(chosen_replacement, str):
         return Consolidation(None, why_not=chosen_replacement)
-    return Consolidation(Command(REASON, names, replacements=1), chosen_replacement)
+    return Consolidation(Command(REASON, names, replacements=1), chosen_replacement, planned=claims[0])
 
 
 def single_node(
-    candidates: Sequence[Movable], cluster: ClusterView, remaining: Mapping[str, int | None], *, spot_to_spot: bool
+    candidates: Sequence[Movable],
+    cluster: ClusterView,
+    remaining: Mapping[str, int | None],
+    *,
+    spot_to_spot: bool,
+    replaceable: Replaceable = any_replacement,
 ) -> Consolidation:
-    """The first candidate, in order, whose pool's budget allows one more and that yields a command."""
+    """The first candidate, in order, whose pool's budget allows one more and that yields a
+    command its pool's node limit lets through."""
     last = Consolidation(None)
+    limited: list[str] = []
     cluster = cluster.prepared()
     for candidate in candidates:
         budget = remaining.get(candidate.nodepool, 0)
         if budget is not None and budget <= 0:
             continue
         last = evaluate([candidate], cluster, spot_to_spot=spot_to_spot, multi=False)
-        if last.command is not None:
-            return last
-    return last
+        command = last.command
+        if command is not None and command.replacements and not replaceable(candidate.nodepool, 1):
+            if candidate.nodepool not in limited:
+                limited.append(candidate.nodepool)
+            last = Consolidation(None, why_not="a replacement would exceed the node hard limit")
+            continue
+        if command is not None:
+            return replace(last, limited=tuple(limited))
+    return Consolidation(None, why_not=last.why_not, limited=tuple(limited))
 
 
 def multi_node(
-    candidates: Sequence[Movable], cluster: ClusterView, remaining: Mapping[str, int | None], *, spot_to_spot: bool
+    candidates: Sequence[Movable],
+    cluster: ClusterView,
+    remaining: Mapping[str, int | None],
+    *,
+    spot_to_spot: bool,
+    replaceable: Replaceable = any_replacement,
 ) -> Consolidation:
     """The longest prefix (two or more, at most 100) of the candidates their budgets allow that
     yields a command, found by binary search as upstream does."""
@@ -101,15 +130,21 @@ def multi_node(
         if len(allowed) == MULTI_NODE_MOST:
             break
     best = Consolidation(None)
+    limited: set[str] = set()
     cluster = cluster.prepared()
     low, high = 1, len(allowed) - 1  # prefix lengths low + 1 ... high + 1
     while low <= high:
         middle = (low + high) // 2
         attempt = evaluate(allowed[: middle + 1], cluster, spot_to_spot=spot_to_spot, multi=True)
+        if attempt.command is not None and attempt.command.replacements:
+            pools = {m.nodepool for m in allowed[: middle + 1]}
+            if not all(replaceable(pool, 1) for pool in pools):
+                limited.update(pools)
+                attempt = Consolidation(None, why_not="a replacement would exceed the node hard limit")
         if attempt.command is not None:
             best, low = attempt, middle + 1
         else:
             if best.command is None:
                 best = attempt
             high = middle - 1
-    return best
+    return replace(best, limited=tuple(sorted(limited)))

@@ -16,8 +16,9 @@ from datetime import datetime
 
 from shared.api.nodepool import DisruptionReason
 from shared.disruption.command import Command
-from shared.disruption.consolidation import Movable
+from shared.disruption.consolidation import Movable, Replaceable, any_replacement
 from shared.disruption.simulation import ClusterView, simulate
+from shared.scheduling.packing import PlannedClaim
 from shared.scheduling.requirements import Requirements
 
 REASON = DisruptionReason.DRIFTED
@@ -69,15 +70,22 @@ class DriftDecision:
     command: Command | None
     blocked: Mapping[str, str] = field(default_factory=dict)
     """Drifted claims whose pods would fit nowhere: NodeClaim -> why (`DisruptionBlocked`)."""
+    limited: tuple[str, ...] = ()
+    """Pools whose node hard limit refused the replacements a drifted claim needs."""
+    new_claims: tuple[PlannedClaim, ...] = ()
 
 
 def drift_command(
-    candidates: Sequence[Movable], cluster: ClusterView, remaining: Mapping[str, int | None]
+    candidates: Sequence[Movable],
+    cluster: ClusterView,
+    remaining: Mapping[str, int | None],
+    replaceable: Replaceable = any_replacement,
 ) -> DriftDecision:
     """The first drifted candidate (in `drift_order`) whose pool's Drifted budget allows one more
     and whose pods have somewhere to go: deleted, or replaced by as many claims as they need. No
     price filter: a drifted node goes whatever its replacement costs."""
     blocked: dict[str, str] = {}
+    limited: list[str] = []
     cluster = cluster.prepared()
     for candidate in candidates:
         budget = remaining.get(candidate.nodepool, 0)
@@ -88,5 +96,10 @@ def drift_command(
             blocked[candidate.nodeclaim] = simulation.why_not() or "its pods would not schedule"
             continue
         replacements = len(simulation.new_claims)
-        return DriftDecision(Command(REASON, (candidate.nodeclaim,), replacements=replacements), blocked)
-    return DriftDecision(None, blocked)
+        if replacements and not replaceable(candidate.nodepool, replacements):
+            if candidate.nodepool not in limited:
+                limited.append(candidate.nodepool)
+            continue
+        command = Command(REASON, (candidate.nodeclaim,), replacements=replacements)
+        return DriftDecision(command, blocked, tuple(limited), simulation.new_claims)
+    return DriftDecision(None, blocked, tuple(limited))

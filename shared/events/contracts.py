@@ -141,8 +141,10 @@ class DisruptionBlocked(NodePoolEvent):
 
     TYPE: ClassVar[str] = "DisruptionBlocked"
     reason: str
-    cause: str
+    cause: str = Field(description="Budget, NodeHardLimit, DoNotDisrupt, PodDisruptionBudget, Nominated, ...")
     message: str
+    nodeclaim: str | None = Field(default=None, description="set when a candidate, not the pool, is blocked")
+    node: str | None = None
 
 
 # --- Pods and nodes (watcher) --------------------------------------------------------------------
@@ -392,10 +394,25 @@ class DisruptionDecided(DisruptionEvent):
 
     TYPE: ClassVar[str] = "DisruptionDecided"
     candidates: list[str] = Field(min_length=1)
-    replacements: list[str] = Field(default_factory=list)
+    replacements: list[str] = Field(default_factory=list, description="names the replacements will be created with")
     forceful: bool = False
-    command: str = ""
+    command: str = Field(default="", description="upstream's `<Reason>/<id>: <decision>: ...` text")
+    decision: str = Field(default="delete", description="delete or replace")
+    consolidation_type: str = Field(default="", description="empty, single, multi, or empty for other methods")
+    savings: float | None = Field(default=None, description="estimated hourly savings of a consolidation")
+    observed_position: int = Field(
+        default=0, description="the log position the decision saw: a candidate touched after it is stale"
+    )
     budget_check: BudgetCheck | None = None
+
+
+class DisruptionValidated(DisruptionEvent):
+    """The command passed its re-check: `kept` go ahead, `dropped` (candidate -> why) no longer
+    count as disrupting. A replace command's replacements are created in the same append."""
+
+    TYPE: ClassVar[str] = "DisruptionValidated"
+    kept: list[str] = Field(min_length=1)
+    dropped: dict[str, str] = Field(default_factory=dict)
 
 
 class DisruptionCancelled(DisruptionEvent):
@@ -405,6 +422,9 @@ class DisruptionCancelled(DisruptionEvent):
 
 
 class DisruptionCompleted(DisruptionEvent):
+    """The candidates are handed to termination (their NodeClaimDeletionRequested are in the same
+    append); they count as disrupting until they are terminated."""
+
     TYPE: ClassVar[str] = "DisruptionCompleted"
 
 
@@ -434,6 +454,7 @@ CONTRACTS: tuple[type[Event], ...] = (
     NodeClaimDraining,
     NodeClaimTerminated,
     DisruptionDecided,
+    DisruptionValidated,
     DisruptionCancelled,
     DisruptionCompleted,
 )

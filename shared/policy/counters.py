@@ -519,10 +519,26 @@ def _cancelled(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) ->
 
 
 def _completed(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    """The command handed its candidates to termination: they stay disrupting until they end
+    (upstream counts a deleting node against the budget)."""
+    pool.replacing.pop(data["decision_id"], None)
+
+
+def _validated(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
     decision = data["decision_id"]
-    pool.replacing.pop(decision, None)
-    for name in [n for n, (_, d) in pool.disrupting.items() if d == decision]:
-        del pool.disrupting[name]
+    for name in data.get("dropped") or ():
+        entry = pool.disrupting.get(name)
+        if entry is not None and entry[1] == decision:
+            del pool.disrupting[name]
+
+
+def _deletion_requested(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    """A claim being deleted consumes its pool's budget until it ends, whoever asked (reference
+    §2: MarkedForDeletion and a deletion timestamp count as disrupting)."""
+    name = data["nodeclaim"]
+    claim = claims.get(name)
+    if claim is not None and claim.initialized and claim.phase != ENDED and name not in pool.disrupting:
+        pool.disrupting[name] = [data.get("reason") or "Manual", data.get("decision_id") or ""]
 
 
 def _no_change(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
@@ -538,10 +554,11 @@ _EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] 
     "NodeClaimLaunchFailed": _ended,
     "NodeClaimRegistered": _no_change,
     "NodeClaimInitialized": _initialized,
-    "NodeClaimDeletionRequested": _no_change,
+    "NodeClaimDeletionRequested": _deletion_requested,
     "NodeClaimDraining": _no_change,
     "NodeClaimTerminated": _ended,
     "DisruptionDecided": _decided,
+    "DisruptionValidated": _validated,
     "DisruptionCancelled": _cancelled,
     "DisruptionCompleted": _completed,
 }

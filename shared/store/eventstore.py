@@ -273,10 +273,12 @@ class EventStore(LogReader):
         occurred_at: datetime,
         producer: str,
         correlation_id: str | None = None,
+        fence: Fence | None = None,
     ) -> list[int]:
         """Mark candidates for disruption only if the pool's budgets (active at `occurred_at`) and
         its node hard limit allow it, creating the replacements in the same transaction;
-        otherwise append nothing and raise `BudgetExceeded` / `NodeLimitExceeded`."""
+        otherwise append nothing and raise `BudgetExceeded` / `NodeLimitExceeded`. With a
+        `fence`, only while that leader lock holds."""
         decided = NewEvent.of(
             decision,
             occurred_at=occurred_at,
@@ -295,7 +297,7 @@ class EventStore(LogReader):
                 event_id=first_event_id(claim.stream_id),
             )
             appends.append(Append(claim.stream_id, NO_STREAM, [event]))
-        return await self.append_unit(appends)
+        return await self.append_unit(appends, fence=fence)
 
 
 async def _end_transaction(raw: asyncpg.Connection) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
+from services.disruption.service import DisruptionService
 from services.relay.service import RelayService
 from services.scheduler.service import SchedulerService
 from services.sim.service import SimService
@@ -69,6 +70,15 @@ class World:
             started.append(service)
             self.tasks.append(asyncio.create_task(service.run(self.stopping)))
         self.terminations = [*getattr(self, "terminations", []), *started]
+        return started
+
+    def start_disruption(self, replicas: int = 1, **options) -> list[DisruptionService]:
+        started = []
+        for _ in range(replicas):
+            service = DisruptionService(self.store, self.client, self.clock, self.bus, cluster=self.client, **options)
+            started.append(service)
+            self.tasks.append(asyncio.create_task(service.run(self.stopping)))
+        self.disruptions = [*getattr(self, "disruptions", []), *started]
         return started
 
     def start_schedulers(self, replicas: int = 1) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from services.disruption.service import DisruptionService
 from services.scheduler.service import SchedulerService
 from services.termination.service import TerminationService
 from shared.bus.asyncapi import TOPOLOGY, render, shells
@@ -47,7 +48,8 @@ def test_the_documented_consumers_are_the_ones_the_services_declare():
     store, clock = EventStore.connect("postgresql://u@localhost/x"), ManualClock(datetime.now(UTC))
     scheduler = SchedulerService(store, None, clock, bus)  # type: ignore[arg-type]
     termination = TerminationService(store, None, None, clock, bus)  # type: ignore[arg-type]
-    declared = {"scheduler": scheduler.shell, "termination": termination.shell}
+    disruption = DisruptionService(store, None, clock, bus)  # type: ignore[arg-type]
+    declared = {"scheduler": scheduler.shell, "termination": termination.shell, "disruption": disruption.shell}
     assert set(declared) == set(TOPOLOGY)
     for documented in shells(BusNames()):
         mine = declared[documented.name]

@@ -292,3 +292,34 @@ def test_explaining_a_claim_survives_malformed_events_about_it():
     assert [c.position for c in out.story] == [2, 3, 4]
     assert "malformed" in out.story[-1].text
     assert {v.position for v in out.violations} == {4, 5}
+
+
+def test_b20_a_deleting_node_consumes_the_budget_whoever_asked():
+    """Reference B20: `[100%]`-style counting with a user's deletion; here a budget of 2 with one
+    claim deleted by hand leaves room for one decision of one candidate."""
+    from shared.events.contracts import NodeClaimDeletionRequested
+
+    pool = [applied("p", budgets=[{"nodes": "2"}]), *live_nodes("p", 10)]
+    manual = [*pool, NodeClaimDeletionRequested(nodeclaim="p-n9", nodepool="p")]
+    assert rules([*manual, decided("d", "p", "Empty", ["p-n0", "p-n1"])]) == [("DisruptionDecided", "budget")]
+    assert rules([*manual, decided("d", "p", "Empty", ["p-n0"])]) == []
+    # it counts until it ends, and a deleting claim is never a candidate
+    assert rules([*manual, decided("d", "p", "Empty", ["p-n9"])]) == [("DisruptionDecided", "lifecycle")]
+    ended = [*manual, terminated("p-n9", "p")]
+    assert rules([*ended, decided("d", "p", "Empty", ["p-n0", "p-n1"])]) == []
+
+
+def test_a_completed_command_keeps_its_candidates_counted_until_they_end_and_a_validation_drops_some():
+    from shared.events.contracts import DisruptionCompleted, DisruptionValidated
+
+    pool = [applied("p", budgets=[{"nodes": "2"}]), *live_nodes("p", 10), decided("d", "p", "Empty", ["p-n0", "p-n1"])]
+    trimmed = DisruptionValidated(
+        decision_id="d", nodepool="p", reason="Empty", kept=["p-n0"], dropped={"p-n1": "churn"}
+    )
+    done = DisruptionCompleted(decision_id="d", nodepool="p", reason="Empty")
+    out = replay(entries([*pool, trimmed, done]))
+    assert out.violations == [] and out.pools["p"].disrupting_by_reason() == {"Empty": 1}
+    assert rules([*pool, trimmed, done, decided("e", "p", "Empty", ["p-n2", "p-n3"])]) == [
+        ("DisruptionDecided", "budget")
+    ]
+    assert rules([*pool, trimmed, done, terminated("p-n0", "p"), decided("e", "p", "Empty", ["p-n2", "p-n3"])]) == []

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from decimal import Decimal
 
-from services.scheduler.projection import Projection, pending_pod
 from shared.events.envelope import Metadata, RecordedEvent
+from shared.scheduling.view import Projection, pending_pod
 from tests.factories import T0
 
 PENDING = {

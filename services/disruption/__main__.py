@@ -1,0 +1,22 @@
+"""`python -m services.disruption --port N`: disruption, as `nodewright up` starts it. It reads the
+instance types and prices from the sim's cloud and says its Events through the sim's cluster."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from services.disruption.service import DisruptionService
+from shared.runtime.process import serve_connected
+
+
+def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
+    serve_connected(
+        "disruption",
+        lambda store, sim, bus, config: DisruptionService(store, sim, config.clock(), bus, port=port, cluster=sim),
+    )
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,304 @@
+"""Disruption: finds nodes to remove (expiration, removal above a lowered node limit, emptiness,
+drift, consolidation) and carries each command out safely.
+
+It follows the log into its projection like the scheduler, and like it one replica leads (a
+PostgreSQL advisory lock, every append fenced) while the others keep warm. A pass builds the
+pure `World` and asks `shared.disruption.passes`; each command found is reserved with
+`reserve_disruption` (budgets at that instant, the node hard limit), and a refusal is said as
+`DisruptionBlocked`. Commands then move through their own stream, each step expecting the
+stream's version so two leaders never both act (`commands.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from datetime import datetime, timedelta
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from services.disruption.commands import Commands
+from services.disruption.projection import PROJECTED, Projection
+from services.disruption.world import build
+from shared.api.nodepool import DisruptionReason
+from shared.bus.connection import BusSettings
+from shared.bus.projection import ProjectionConsumer
+from shared.bus.service import ServiceShell
+from shared.clock import Clock
+from shared.disruption.candidates import Blocked
+from shared.disruption.command import Command
+from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, Found, PoolBlocked, forceful, graceful
+from shared.events import contracts as c
+from shared.events.envelope import NewEvent
+from shared.policy.budgets import blocked_by_budget_message
+from shared.policy.limits import blocked_by_node_limit_message
+from shared.policy.violations import BudgetExceeded, NodeLimitExceeded, ReservationError
+from shared.ports.cloud import CloudProvider
+from shared.ports.cluster import NODE, NODEPOOL, WARNING, Cluster, KubeEvent
+from shared.runtime.outages import OUTAGES
+from shared.runtime.recorder import Recorder
+from shared.scheduling.claims import claim_name, instance_option
+from shared.scheduling.offerings import InstanceOption
+from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
+from shared.store.fence import Fence
+from shared.store.leader import LeaderLock
+
+PRODUCER = "disruption"
+LEADER_LOCK = 0x6E77_6469_7372  # "nwdisr"
+POLL = timedelta(seconds=10)
+"""Upstream's disruption loop looks every 10 s, and at once after it acted."""
+POOL_SAID_EVERY = timedelta(minutes=1)
+NODE_SAID_EVERY = timedelta(minutes=2)
+LOCK_CHECK_SECONDS = 2.0
+TICK_SECONDS = 0.05
+_IDS = uuid.UUID("6c1a1f0e-8d0b-4a55-9f43-646973727570")
+log = logging.getLogger("nodewright.disruption")
+
+
+class DisruptionService:
+    def __init__(
+        self,
+        store: EventStore,
+        cloud: CloudProvider,
+        clock: Clock,
+        bus: BusSettings | str,
+        *,
+        port: int = 0,
+        cluster: Cluster | None = None,
+        spot_to_spot: bool = False,
+        poll: timedelta = POLL,
+    ) -> None:
+        self.store, self.cloud, self.clock = store, cloud, clock
+        self.spot_to_spot, self.poll = spot_to_spot, poll
+        self.recorder = Recorder(cluster, window=timedelta(0))  # the log's own dedupe decides what is said
+        self.projection = Projection()
+        self.catalog: list[InstanceOption] = []
+        self.lock = LeaderLock(store, LEADER_LOCK)
+        self.shell = ServiceShell(PRODUCER, bus, port=port)
+        self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
+        registry = self.shell.registry
+        self.leader_gauge = Gauge("nodewright_disruption_leader", "1 while this replica decides.", registry=registry)
+        self.decisions = Counter(
+            "karpenter_voluntary_disruption_decisions_total",
+            "Disruption decisions taken.",
+            ["decision", "reason", "consolidation_type"],
+            registry=registry,
+        )
+        self.disrupted = Counter(
+            "karpenter_nodeclaims_disrupted_total",
+            "NodeClaims handed to termination by a disruption.",
+            ["reason", "nodepool", "capacity_type"],
+            registry=registry,
+        )
+        self.allowed = Gauge(
+            "karpenter_nodepools_allowed_disruptions",
+            "Disruptions a NodePool's budgets allow now.",
+            ["nodepool", "reason"],
+            registry=registry,
+        )
+        self.consuming = Gauge(
+            "karpenter_nodepools_nodes_consuming_budgets",
+            "A NodePool's nodes counting against its budgets.",
+            ["nodepool", "reason"],
+            registry=registry,
+        )
+        self.eligible = Gauge(
+            "karpenter_voluntary_disruption_eligible_nodes",
+            "Candidates a method could take in the last pass.",
+            ["reason"],
+            registry=registry,
+        )
+        self.evaluation = Histogram(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of one disruption pass.",
+            ["method"],
+            registry=registry,
+        )
+        self.commands = Commands(self, Recorder(cluster))  # progress events: upstream's 2-minute dedupe
+        self.appended = 0
+        self.last_pass: datetime | None = None
+
+    @property
+    def fence(self) -> Fence:
+        return self.lock.fence
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Follow the bus from the start; lead while holding the lock, as the scheduler does."""
+        await self.shell.start(stopping)
+        try:
+            while not stopping.is_set():
+                try:
+                    leading = await self.lock.try_acquire()
+                except (StoreError, *OUTAGES) as exc:
+                    log.warning("leader lock out of reach (%r)", exc)
+                    leading = False
+                self.leader_gauge.set(1 if leading else 0)
+                if leading:
+                    try:
+                        await self.consumer.reach(await self.store.head_position())
+                        await self._follow(stopping)
+                    except NotLeader as exc:
+                        log.warning("%s: following again", exc)
+                    except OUTAGES as exc:
+                        log.warning("a server is out of reach (%r): standing down for now", exc)
+                        await self.lock.release()
+                    self.leader_gauge.set(0)
+                await _wait(stopping, 1.0)
+        finally:
+            await self.lock.release()
+            await self.shell.stop()
+
+    async def _follow(self, stopping: asyncio.Event) -> None:
+        checked = time.monotonic()
+        while not stopping.is_set():
+            if time.monotonic() >= checked + LOCK_CHECK_SECONDS:
+                checked = time.monotonic()
+                if not await self.lock.held():
+                    raise NotLeader(self.lock.fence)
+            now = self.clock.now()
+            acted = await self.commands.progress(now)
+            if acted or self.last_pass is None or now - self.last_pass >= self.poll:
+                self.last_pass = now
+                await self.disrupt(now)
+            await self.consumer.reach(self.appended)
+            await self._quiet(stopping)
+
+    async def _quiet(self, stopping: asyncio.Event) -> None:
+        self.consumer.changed.clear()
+        waits = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(self.consumer.changed.wait())]
+        try:
+            await asyncio.wait(waits, timeout=TICK_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    async def disrupt(self, now: datetime) -> list[str]:
+        """One pass: the forceful commands of every pool, then the first graceful method that
+        finds one; each reserved or said blocked. The decision ids recorded."""
+        if not self.catalog:
+            self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
+        counters = await self.store.counters()
+        started = time.perf_counter()
+        world = build(self.projection, counters, self.catalog, now, spot_to_spot=self.spot_to_spot)
+        found = forceful(world)
+        result = graceful(world)
+        self.evaluation.labels("all").observe(time.perf_counter() - started)
+        for rules in world.pools.values():
+            for reason in DisruptionReason:
+                allowed = rules.allowed.get(reason)
+                self.allowed.labels(rules.name, reason.value).set(float(allowed) if allowed is not None else 2**31 - 1)
+                row = counters.get(rules.name)
+                self.consuming.labels(rules.name, reason.value).set(len(row.disrupting) if row else 0)
+        for reason, count in result.eligible.items():
+            self.eligible.labels(str(reason).lower()).set(count)
+        decided = []
+        for command in [*found, *result.found]:
+            decision = await self._reserve(command, now)
+            if decision is not None:
+                decided.append(decision)
+        await self._say(result.pool_blocked, result.blocked, now)
+        return decided
+
+    async def _reserve(self, found: Found, now: datetime) -> str | None:
+        command = found.command
+        decision_id = str(uuid.uuid4())
+        replacements = [claim_name(found.nodepool) for _ in range(command.replacements)]
+        text = describe(command.reason, decision_id, command.decision.value, found.nodepool, command, replacements)
+        decided = c.DisruptionDecided(
+            decision_id=decision_id,
+            nodepool=found.nodepool,
+            reason=command.reason,
+            candidates=list(command.candidates),
+            replacements=replacements,
+            forceful=found.forceful,
+            command=text,
+            decision=command.decision.value,
+            consolidation_type=found.consolidation_type,
+            savings=found.savings,
+            observed_position=self.projection.position,
+        )
+        try:
+            positions = await self.store.reserve_disruption(
+                decided, occurred_at=now, producer=PRODUCER, fence=self.fence
+            )
+        except (BudgetExceeded, NodeLimitExceeded) as exc:
+            cause = BUDGET if isinstance(exc, BudgetExceeded) else NODE_HARD_LIMIT
+            reason = DisruptionReason(command.reason)
+            message = blocked_by_budget_message(reason) if cause == BUDGET else blocked_by_node_limit_message(reason)
+            log.info("nodepool %s: %s not decided: %s", found.nodepool, command.reason, exc)
+            await self._say([PoolBlocked(found.nodepool, command.reason, cause, message)], [], now)
+            return None
+        except ReservationError as exc:
+            log.info("nodepool %s: %s not decided: %s", found.nodepool, command.reason, exc)
+            return None
+        self.appended = max(self.appended, *positions)
+        self.decisions.labels(command.decision.value, command.reason.lower(), found.consolidation_type).inc()
+        log.info("decided %s", text)
+        return decision_id
+
+    async def _say(self, pools: list[PoolBlocked], nodes: list[Blocked], now: datetime) -> None:
+        """`DisruptionBlocked`, in the log and as a Kubernetes Event: on a NodePool once a minute
+        per reason and cause, on a node once every two minutes per cause."""
+        said = self.projection.said
+        events: list[c.DisruptionBlocked] = []
+        seen: set[tuple[str, str, str]] = set()
+        for b in pools:
+            key = (b.nodepool, b.reason, b.cause)
+            last = said.get(key)
+            if key not in seen and (last is None or now - last >= POOL_SAID_EVERY):
+                seen.add(key)
+                events.append(
+                    c.DisruptionBlocked(nodepool=b.nodepool, reason=b.reason, cause=b.cause, message=b.message)
+                )
+        for n in nodes:
+            claim = self.projection.claims.get(n.nodeclaim)
+            key = (n.nodeclaim, "", n.cause)
+            last = said.get(key)
+            if claim is not None and key not in seen and (last is None or now - last >= NODE_SAID_EVERY):
+                seen.add(key)
+                events.append(
+                    c.DisruptionBlocked(
+                        nodepool=claim.nodepool,
+                        reason="",
+                        cause=n.cause,
+                        message=n.message,
+                        nodeclaim=n.nodeclaim,
+                        node=n.node,
+                    )
+                )
+        if not events:
+            return
+        units = [unit(e.stream_id, None, [NewEvent.of(e, occurred_at=now, producer=PRODUCER)]) for e in events]
+        for result in await self.store.append_units(units, fence=self.fence):
+            if isinstance(result, BaseException):
+                if isinstance(result, NotLeader):
+                    raise result
+                log.warning("DisruptionBlocked not recorded: %s", result)
+            elif result:
+                self.appended = max(self.appended, *result)
+        kube = [
+            KubeEvent(NODE, e.node, WARNING, "DisruptionBlocked", e.message)
+            if e.node
+            else KubeEvent(NODEPOOL, e.nodepool, WARNING, "DisruptionBlocked", e.message)
+            for e in events
+            if e.node or not e.nodeclaim
+        ]
+        await self.recorder.publish(kube, now)
+
+
+def describe(
+    reason: str, decision_id: str, decision: str, nodepool: str, command: Command, replacements: list[str]
+) -> str:
+    """Upstream's command text: `<Reason>/<id>: <decision>: nodepools=[..]: [nodes] -> [n replacement(s)]`."""
+    text = f"{reason}/{decision_id}: {decision}: nodepools=[{nodepool}]: [{', '.join(command.candidates)}]"
+    if replacements:
+        text += f" -> [{len(replacements)} replacement(s)]"
+    return text
+
+
+async def _wait(stopping: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), seconds)

@@ -1,0 +1,201 @@
+"""The disruption projection and the live counters as the pure pass takes them (`World`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from services.disruption.projection import DELETION_COST, DISRUPTED_TAINT, DO_NOT_DISRUPT, Claim, Pod, Projection
+from shared.api.nodepool import ConsolidationPolicy, DisruptionReason, NodePool
+from shared.disruption.candidates import CandidatePod, NodeState
+from shared.disruption.consolidation import Movable
+from shared.disruption.drift import Stamp, drift_reason
+from shared.disruption.passes import Node, PoolRules, World
+from shared.disruption.pdbs import Member, disruptions_allowed
+from shared.disruption.simulation import ClusterView, Move
+from shared.policy.counters import PoolCounters
+from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
+from shared.policy.limits import NodeLimit
+from shared.policy.overlimit import ClaimFacts
+from shared.policy.pods import PodFacts
+from shared.scheduling.offerings import InstanceOption
+from shared.scheduling.requirements import Requirements, ValueSet
+
+
+def build(
+    projection: Projection,
+    counters: Mapping[str, PoolCounters],
+    catalog: Sequence[InstanceOption],
+    now: datetime,
+    *,
+    spot_to_spot: bool = False,
+    judging: str | None = None,
+) -> World:
+    """`judging`: the command being re-checked, whose own candidates are its to judge, not going."""
+    others = [command for command in projection.live_commands() if command.decision_id != judging]
+    going = {c for command in others for c in command.candidates}
+    busy = {c.nodepool for c in others if not c.forceful}
+    pools = {
+        name: _rules(name, pool, counters.get(name), now, name in busy)
+        for name, pool in projection.pools.items()
+        if name in counters
+    }
+    prices = {(o.name, offer.zone, offer.capacity_type): offer.price for o in catalog for offer in o.offers}
+    stamps = {name: Stamp(drift_hash(pool), DRIFT_HASH_VERSION) for name, pool in projection.pools.items()}
+    wanted = {name: _requirements(pool) for name, pool in projection.pools.items()}
+    nominated = set(projection.view.nominated.values()) | _awaited(projection)
+    nodes = []
+    leaving: set[str] = set()
+    for name, claim in projection.claims.items():
+        deleting = claim.deleting or name in going
+        if deleting:
+            leaving.update(n for n in (name, claim.node) if n)
+        pods = projection.pods_on(claim.node)
+        state = NodeState(
+            nodeclaim=name,
+            nodepool=claim.nodepool,
+            node=claim.node,
+            initialized=claim.initialized_at is not None and claim.node is not None,
+            deleting=deleting,
+            nominated=name in nominated,
+            do_not_disrupt=claim.do_not_disrupt,
+            pods=tuple(_candidate_pod(p) for p in pods),
+            grace_period=claim.grace_period,
+        )
+        pool = projection.pools.get(claim.nodepool)
+        drift = None
+        if pool is not None:
+            drift = drift_reason(
+                launched=claim.launched,
+                claim=claim.stamp,
+                pool=stamps[claim.nodepool],
+                claim_labels=claim.labels,
+                pool_requirements=wanted[claim.nodepool],
+            )
+        nodes.append(
+            Node(
+                state=state,
+                facts=_facts(name, claim, pods, deleting),
+                initialized_at=claim.initialized_at,
+                last_pod_event=claim.last_pod_event,
+                movable=_movable(name, claim, pods, prices),
+                drift=drift,
+                drifted_since=max(claim.created_at, projection.applied_at.get(claim.nodepool, claim.created_at)),
+            )
+        )
+    view = projection.view
+    cluster = ClusterView(
+        nodes=tuple(n for n in view.capacity() if n.name not in leaving),
+        pools=tuple(view.templates({})),
+        catalog=tuple(catalog),
+        daemonsets=tuple(view.daemonsets.values()),
+        pending=tuple(view.plannable()),
+        running=tuple(view.running()),
+        now=now,
+    )
+    pdbs = list(projection.pdbs.values())
+    allowed = {
+        pdb.key: disruptions_allowed(
+            pdb,
+            [Member(p.node is not None) for p in projection.pods.values() if pdb.selects(p.namespace, _labels(p))],
+        )
+        for pdb in pdbs
+    }
+    return World(now, pools, nodes, cluster, pdbs, allowed, spot_to_spot)
+
+
+def _awaited(projection: Projection) -> set[str]:
+    """Replacements whose command's candidates are still there: their pods are on their way to
+    them, so they are as good as nominated (upstream records the nominations when it starts)."""
+    out: set[str] = set()
+    for command in projection.commands.values():
+        if command.cancelled or not command.replacements:
+            continue
+        if any(name in projection.claims for name in command.kept or command.candidates):
+            out.update(command.replacements)
+    return out
+
+
+def _rules(name: str, pool: NodePool, row: PoolCounters | None, now: datetime, busy: bool) -> PoolRules:
+    nodes = row.initialized if row is not None else 0
+    disrupting = len(row.disrupting) if row is not None else 0
+    policy = row.policy() if row is not None else None
+    budgets = policy.budgets if policy is not None else None
+    allowed: dict[str, int | None] = {}
+    remaining: dict[str, int | None] = {}
+    if budgets is not None:
+        status = budgets.status(now, nodes, disrupting)
+        for reason in DisruptionReason:
+            allowed[reason], remaining[reason] = status.allowed(reason), status.remaining(reason)
+    disruption = pool.spec.disruption
+    return PoolRules(
+        name=name,
+        consolidate_after=disruption.consolidate_after_timedelta,
+        when_empty=disruption.consolidation_policy == ConsolidationPolicy.WHEN_EMPTY,
+        nodes=nodes,
+        allowed=allowed,
+        remaining=remaining,
+        node_limit=NodeLimit.of(pool, row.nodes if row is not None else 0),
+        busy=busy,
+    )
+
+
+def _requirements(pool: NodePool) -> Requirements:
+    template = pool.spec.template
+    requirements = Requirements.of(template.spec.requirements)
+    for key, value in template.labels.items():
+        requirements.add(ValueSet.exactly(key, value))
+    return requirements
+
+
+def _labels(pod: Pod) -> Mapping[str, str]:
+    return pod.spec.get("labels") or {}
+
+
+def _candidate_pod(pod: Pod) -> CandidatePod:
+    tolerations = pod.spec.get("tolerations") or []
+    return CandidatePod(
+        namespace=pod.namespace,
+        name=pod.name,
+        labels=_labels(pod),
+        owner_kind=pod.owner_kind,
+        do_not_disrupt=pod.annotations.get(DO_NOT_DISRUPT),
+        started_at=pod.started_at,
+        tolerates_disrupted=any(
+            t.get("operator") == "Exists" and t.get("key") in (None, "", DISRUPTED_TAINT) for t in tolerations
+        )
+        or any(t.get("key") == DISRUPTED_TAINT for t in tolerations),
+    )
+
+
+def _facts(name: str, claim: Claim, pods: Sequence[Pod], deleting: bool) -> ClaimFacts:
+    return ClaimFacts(
+        name=name,
+        launched=claim.launched,
+        created_at=claim.created_at,
+        expire_after=claim.expire_after,
+        pods=tuple(
+            PodFacts(
+                p.key,
+                daemonset=p.owner_kind == "DaemonSet",
+                do_not_disrupt=p.annotations.get(DO_NOT_DISRUPT),
+                start_time=p.started_at,
+                priority=p.spec.get("priority"),
+                deletion_cost=p.annotations.get(DELETION_COST),
+            )
+            for p in pods
+        ),
+        deleting=deleting,
+    )
+
+
+def _movable(
+    name: str, claim: Claim, pods: Sequence[Pod], prices: Mapping[tuple[str, str, str], float]
+) -> Movable | None:
+    if claim.node is None or not claim.instance_type or not claim.zone or not claim.capacity_type:
+        return None
+    price = prices.get((claim.instance_type, claim.zone, claim.capacity_type))
+    if price is None:
+        return None
+    moving = tuple(p.pending() for p in pods if _candidate_pod(p).reschedulable)
+    return Movable(Move(name, claim.node, moving), claim.nodepool, price, claim.capacity_type, claim.instance_type)

