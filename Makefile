@@ -25,8 +25,12 @@ demo: $(STAMP)
 	$(BIN)/nodewright migrate
 	@echo "--- a burst of 2,000 launches over 10 pools: check-then-create overruns, a reservation does not"
 	$(BIN)/python -m benchmarks.strict_limits --attempts 2000
-	@echo "--- the limit-burst scenario through every service (sim, watcher, scheduler, relay), then the audit"
+	@echo "--- the limit-burst scenario through every service (sim, watcher, scheduler, relay, disruption, termination), then the audit"
 	$(BIN)/nodewright run examples/scenarios/burst-node-limit.yaml
+	@echo "--- limits.nodes lowered from 12 to 5: disruption removes the excess at once (OverLimit), termination drains it"
+	$(BIN)/nodewright run examples/scenarios/lowered-node-limit.yaml
+	@echo "--- a template change drifts every node: replaced one at a time within the Drifted budget, the PDB kept"
+	$(BIN)/nodewright run examples/scenarios/drift-rollout.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

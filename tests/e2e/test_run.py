@@ -56,7 +56,14 @@ def test_the_burst_scenario_keeps_its_node_limit_and_the_audit_is_clean(tmp_path
         "pdb_violations",
         "final_nodes",
         "terminations",
+        "decisions",
+        "blocked",
+        "max_disrupting",
     }
+    for decision in summary["decisions"]:
+        assert set(decision) == {"at", "nodepool", "reason", "decision", "nodeclaims", "replacements"}
+        assert decision["reason"] in {"Empty", "Underutilized", "Drifted", "Expired", "OverLimit"}
+    assert sum(summary["disruptions"].values()) <= sum(len(d["nodeclaims"]) for d in summary["decisions"])
     assert summary["audit_ok"] is True and summary["violations"] == []
     assert summary["limits"] == {"burst": {"nodes": "8"}}
     # how far it gets depends on how fast this machine keeps up at 120x; never past the limit

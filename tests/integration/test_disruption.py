@@ -225,3 +225,37 @@ async def test_drift_replaces_then_deletes_one_at_a_time_within_its_budget(store
         assert up < down
     assert (await audit_database(migrated_url)).ok
 
+
+async def test_the_standby_finishes_a_command_whose_leader_stopped_mid_way_and_never_acts_twice(store, bus):
+    budgets = [{"nodes": "1", "reasons": ["Drifted"]}, {"nodes": "100%"}]
+    v2 = pool(budgets=budgets, **{"disruption.consolidationPolicy": "WhenEmpty"})
+    v2["spec"]["template"]["metadata"]["labels"] = {"team": "b"}
+    document = scenario(
+        [pool(budgets=budgets, **{"disruption.consolidationPolicy": "WhenEmpty"})],
+        [web(2)],
+        [{"at": "5m", "applyNodePool": v2}],
+    )
+    async with World(document, bus, store) as world:
+        world.start_schedulers()
+        world.start_termination()
+        replicas = world.start_disruption(2)
+        tasks = world.tasks[-2:]
+
+        async def decided() -> bool:
+            return bool(await events_of(store, ["DisruptionDecided"]))
+
+        await world.until(lambda sim: decided(), seconds=120)
+        (leader,) = [i for i, r in enumerate(replicas) if r.leader_gauge._value.get() == 1]
+        world.tasks.remove(tasks[leader])
+        tasks[leader].cancel()  # mid-command: decided, its replacement not yet up
+        await world.until(lambda sim: sim.world.now > START + timedelta(minutes=25), seconds=200)
+        assert replicas[1 - leader].leader_gauge._value.get() == 1  # the standby took over
+    outcomes = Counter(
+        (d["decision_id"], kind)
+        for kind, d in await events_of(store, ["DisruptionCompleted", "DisruptionCancelled", "DisruptionValidated"])
+    )
+    decisions = [d for _, d in await events_of(store, ["DisruptionDecided"])]
+    assert len(decisions) == 2
+    for d in decisions:
+        ends = outcomes[(d["decision_id"], "DisruptionCompleted")] + outcomes[(d["decision_id"], "DisruptionCancelled")]
+        assert ends == 1 and outcomes[(d["decision_id"], "DisruptionValidated")] <= 1
