@@ -12,7 +12,6 @@ stream's version so two leaders never both act (`commands.py`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -38,11 +37,11 @@ from shared.policy.limits import blocked_by_node_limit_message
 from shared.policy.violations import BudgetExceeded, NodeLimitExceeded, ReservationError
 from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import NODE, NODEPOOL, WARNING, Cluster, KubeEvent
-from shared.runtime.outages import OUTAGES
+from shared.runtime.leading import lead, quiet
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption
-from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
+from shared.store.eventstore import EventStore, NotLeader, unit
 from shared.store.fence import Fence
 from shared.store.leader import LeaderLock
 
@@ -53,7 +52,6 @@ POLL = timedelta(seconds=10)
 POOL_SAID_EVERY = timedelta(minutes=1)
 NODE_SAID_EVERY = timedelta(minutes=2)
 LOCK_CHECK_SECONDS = 2.0
-TICK_SECONDS = 0.05
 _IDS = uuid.UUID("6c1a1f0e-8d0b-4a55-9f43-646973727570")
 log = logging.getLogger("nodewright.disruption")
 
@@ -129,27 +127,12 @@ class DisruptionService:
         """Follow the bus from the start; lead while holding the lock, as the scheduler does."""
         await self.shell.start(stopping)
         try:
-            while not stopping.is_set():
-                try:
-                    leading = await self.lock.try_acquire()
-                except (StoreError, *OUTAGES) as exc:
-                    log.warning("leader lock out of reach (%r)", exc)
-                    leading = False
-                self.leader_gauge.set(1 if leading else 0)
-                if leading:
-                    try:
-                        await self.consumer.reach(await self.store.head_position())
-                        await self._follow(stopping)
-                    except NotLeader as exc:
-                        log.warning("%s: following again", exc)
-                    except OUTAGES as exc:
-                        log.warning("a server is out of reach (%r): standing down for now", exc)
-                        await self.lock.release()
-                    self.leader_gauge.set(0)
-                await _wait(stopping, 1.0)
+            await lead(self.lock, self.leader_gauge, stopping, self._take_over, self._follow, log)
         finally:
-            await self.lock.release()
             await self.shell.stop()
+
+    async def _take_over(self) -> None:
+        await self.consumer.reach(await self.store.head_position())
 
     async def _follow(self, stopping: asyncio.Event) -> None:
         checked = time.monotonic()
@@ -164,16 +147,7 @@ class DisruptionService:
                 self.last_pass = now
                 await self.disrupt(now)
             await self.consumer.reach(self.appended)
-            await self._quiet(stopping)
-
-    async def _quiet(self, stopping: asyncio.Event) -> None:
-        self.consumer.changed.clear()
-        waits = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(self.consumer.changed.wait())]
-        try:
-            await asyncio.wait(waits, timeout=TICK_SECONDS, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
+            await quiet(self.consumer, stopping)
 
     async def disrupt(self, now: datetime) -> list[str]:
         """One pass: the forceful commands of every pool, then the first graceful method that
@@ -297,8 +271,3 @@ def describe(
     if replacements:
         text += f" -> [{len(replacements)} replacement(s)]"
     return text
-
-
-async def _wait(stopping: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stopping.wait(), seconds)

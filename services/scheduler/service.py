@@ -15,7 +15,6 @@ lock's fence, so a replica that lost the lock without noticing can reserve nothi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -39,7 +38,7 @@ from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import NORMAL, POD, WARNING, Cluster, KubeEvent
-from shared.runtime.outages import OUTAGES
+from shared.runtime.leading import lead, quiet, wait
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
@@ -57,9 +56,6 @@ LAUNCHES_AT_ONCE = 16
 LOCK_CHECK_SECONDS = 2.0
 INSTANCE_GONE = "InstanceTerminated"
 GARBAGE_EVERY = timedelta(minutes=2)
-TICK_SECONDS = 0.05
-"""The longest the leader's loop sleeps without a change: the batch window and timers are on the
-(possibly accelerated) clock. A change to the projection wakes it at once."""
 PROJECTED = frozenset(
     {
         "NodePoolApplied",
@@ -107,7 +103,6 @@ class SchedulerService:
         self.projection = Projection()
         self.unavailable = UnavailableOfferings()
         self.catalog: list[InstanceOption] = []
-        self.leading = False
         self.lock = LeaderLock(store, LEADER_LOCK)
         self.looked_at: set[str] = set()  # orphaned claims the garbage collection has seen
         self.garbage_after = clock.now()
@@ -147,29 +142,13 @@ class SchedulerService:
         leader lock, lead until it is lost or the service stops, and wait again."""
         await self.shell.start(stopping)
         try:
-            while not stopping.is_set():
-                try:
-                    self.leading = await self.lock.try_acquire()
-                except (StoreError, *OUTAGES) as exc:
-                    log.warning("leader lock out of reach (%r)", exc)
-                    self.leading = False
-                self.leader_gauge.set(1 if self.leading else 0)
-                if self.leading:
-                    try:
-                        await self._take_over()
-                        await self._follow(stopping)
-                    except NotLeader as exc:  # the lock was lost, or the store refused a fenced reservation
-                        log.warning("%s: following again", exc)
-                    except OUTAGES as exc:
-                        log.warning("a server is out of reach (%r): standing down for now", exc)
-                        await self.lock.release()
-                    self.leading = False
-                    self.leader_gauge.set(0)
-                await _wait(stopping, 1.0)
+            await lead(self.lock, self.leader_gauge, stopping, self._take_over, self._follow, log)
         finally:
-            self.leading = False
-            await self.lock.release()
             await self.shell.stop()
+
+    @property
+    def leading(self) -> bool:
+        return self.lock.holding
 
     async def _take_over(self) -> None:
         """A new leader plans on a projection holding every reservation of the leaders before it:
@@ -207,17 +186,7 @@ class SchedulerService:
                 if not await _reaching_cloud(self.plan_and_launch(now), stopping):
                     continue
                 first = last = None
-            await self._quiet(stopping)
-
-    async def _quiet(self, stopping: asyncio.Event) -> None:
-        """Until the projection changes, or the next look at the batch window and the timers."""
-        self.consumer.changed.clear()
-        waits = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(self.consumer.changed.wait())]
-        try:
-            await asyncio.wait(waits, timeout=TICK_SECONDS, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
+            await quiet(self.consumer, stopping)
 
     async def _record_lifecycle(self) -> None:
         """Record the claim steps the watcher's node facts imply (NodeClaimRegistered, then
@@ -470,11 +439,6 @@ async def _reaching_cloud(work: Awaitable[object], stopping: asyncio.Event) -> b
         await work
     except (nats.errors.Error, TimeoutError, OSError) as exc:
         log.warning("interrupted (%r); retrying", exc)
-        await _wait(stopping, 1.0)
+        await wait(stopping, 1.0)
         return False
     return True
-
-
-async def _wait(stopping: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stopping.wait(), seconds)

@@ -94,6 +94,11 @@ class LeaderLock:
         self._holding, self._fence = True, Fence(self.key, pid, started)
         return True
 
+    @property
+    def holding(self) -> bool:
+        """Whether this replica believes it holds the lock (`held` asks PostgreSQL)."""
+        return self._holding
+
     async def held(self) -> bool:
         """Whether the lock is still this session's, asked of PostgreSQL: a closed or broken
         connection has lost it. A reservation checks for itself; this lets a leader step down early."""

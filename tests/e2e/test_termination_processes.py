@@ -114,7 +114,7 @@ def test_delete_nodeclaim_beside_a_running_up_drains_it_and_waits(
         output, _ = up.communicate(timeout=60)
     assert "stopped: every process and server is down" in output
     started = pids(output)
-    assert len(started) == 5 and all(gone(pid) for pid in started.values()), output
+    assert len(started) == 6 and all(gone(pid) for pid in started.values()), output
 
 
 def _wait_for_a_launched_claim(url: str, seconds: float = 60) -> str:

@@ -58,12 +58,12 @@ def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_u
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stopped: every process and server is down" in done.stdout
     started = pids(done.stdout)
-    assert set(started) == {"sim", "watcher", "scheduler", "relay", "termination"}
+    assert set(started) == {"sim", "watcher", "scheduler", "relay", "termination", "disruption"}
     assert all(gone(pid) for pid in started.values())
     facts = asyncio.run(log_facts(fresh_database_url))
     assert facts["NodePoolApplied"] == 1 and facts["PodPending"] >= 60  # the burst at 1m, and DaemonSet pods
     assert asyncio.run(published(nats_server_url, names)) == sum(facts.values())  # the relay put them on the bus
-    for name in ("sim", "watcher", "scheduler", "relay", "termination"):
+    for name in ("sim", "watcher", "scheduler", "relay", "termination", "disruption"):
         assert (tmp_path / "data" / "logs" / f"{name}.log").exists()
     assert 1 <= facts["NodeClaimCreated"] <= 8  # the scheduler launched, and never past limits.nodes
 
@@ -114,7 +114,14 @@ def test_ctrl_c_stops_everything_and_a_second_up_on_embedded_servers_finds_nothi
     assert first.returncode == 0, output
     assert "stopped: every process and server is down" in output
     assert all(gone(pid) for pid in pids(output).values())
-    for name in ("sim", "watcher", "scheduler", "relay", "termination"):  # each stopped cleanly, not by a dying server
+    for name in (
+        "sim",
+        "watcher",
+        "scheduler",
+        "relay",
+        "termination",
+        "disruption",
+    ):  # each stopped cleanly, not by a dying server
         log = (tmp_path / "data" / "logs" / f"{name}.log").read_text()
         assert "Traceback" not in log, log[-2000:]
     time.sleep(1)
