@@ -166,6 +166,8 @@ async def _disruption(store: Any) -> dict[str, Any]:
                 }
             )
             going.update(dict.fromkeys(data["candidates"], data["nodepool"]))
+            pool = data["nodepool"]  # only a decision adds: the peak can only be reached here
+            peak[pool] = max(peak.get(pool, 0), sum(1 for p in going.values() if p == pool))
         elif kind == "DisruptionValidated":
             for name in data.get("dropped") or {}:
                 going.pop(name, None)
@@ -177,12 +179,8 @@ async def _disruption(store: Any) -> dict[str, Any]:
         elif kind == "NodeClaimTerminated":
             going.pop(data["nodeclaim"], None)
         elif kind == "DisruptionBlocked":
-            blocked[data.get("cause") or "Budget"] = blocked.get(data.get("cause") or "Budget", 0) + 1
-        counts: dict[str, int] = {}
-        for pool in going.values():
-            counts[pool] = counts.get(pool, 0) + 1
-        for pool, count in counts.items():
-            peak[pool] = max(peak.get(pool, 0), count)
+            cause = data.get("cause") or "Budget"
+            blocked[cause] = blocked.get(cause, 0) + 1
     return {
         "disruptions": dict(sorted(disrupted.items())),
         "decisions": decisions,

@@ -101,15 +101,13 @@ class Commands:
             if await self._append(appends, command, "validation"):
                 await self._tell(command, "DisruptionLaunching", f"Launching NodeClaim: {_said(command)}", now)
                 return True
-            await self._cancel(command, "a replacement was refused", now, version=command.version)
+            await self._cancel(command, "a replacement was refused", now)
             return True
         return await self._complete(command, list(verdict.keep), now, validated)
 
     async def _await_replacements(self, command: Command, now: datetime) -> bool:
         projection = self.service.projection
-        kept = command.kept or []
-        if not command.replacements:
-            return await self._complete(command, kept, now)
+        kept = command.kept or []  # validated with replacements (without, it was completed at once)
         created = command.created
         failed = [name for name in created if name not in projection.claims and name not in projection.initialized]
         if failed:
@@ -153,9 +151,7 @@ class Commands:
         await self._tell(command, "DisruptionTerminating", f"{how}: {_said(command)}", now)
         return True
 
-    async def _cancel(
-        self, command: Command, why: str, now: datetime, rejected: list[str] | None = None, version: int | None = None
-    ) -> None:
+    async def _cancel(self, command: Command, why: str, now: datetime, rejected: list[str] | None = None) -> None:
         cancelled = c.DisruptionCancelled(
             decision_id=command.decision_id,
             nodepool=command.nodepool,
@@ -163,7 +159,7 @@ class Commands:
             candidates=list(command.candidates),
             why=why[:1000],
         )
-        appends = [Append(_stream(command), version or command.version, [self._new(cancelled, now, "cancelled")])]
+        appends = [Append(_stream(command), command.version, [self._new(cancelled, now, "cancelled")])]
         if not await self._append(appends, command, "cancellation"):
             return
         log.info("cancelled %s: %s", command.decision_id, why)

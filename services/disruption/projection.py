@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared.api.labels import DO_NOT_DISRUPT_ANNOTATION
 from shared.api.nodepool import NodePool
 from shared.api.pod import LabelSelector
 from shared.disruption.drift import Stamp
@@ -24,9 +25,7 @@ from shared.scheduling.packing import PendingPod
 from shared.scheduling.view import Projection as SchedulingView
 from shared.scheduling.view import pending_pod
 
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-DISRUPTED_TAINT = "karpenter.sh/disrupted"
+_UNSTAMPED = Stamp(None, None)
 
 
 @dataclass(slots=True)
@@ -111,6 +110,7 @@ class Projection:
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # pool -> the NodePool object in force
     pools: dict[str, NodePool] = field(default_factory=dict)
     applied_at: dict[str, datetime] = field(default_factory=dict)  # pool -> when its spec last changed
+    stamps: dict[str, Stamp] = field(default_factory=dict)  # pool -> its template's drift hash, once per spec
     claims: dict[str, Claim] = field(default_factory=dict)
     node_claims: dict[str, str] = field(default_factory=dict)  # node -> claim
     pods: dict[str, Pod] = field(default_factory=dict)
@@ -155,6 +155,7 @@ def _pool_applied(p: Projection, data: Mapping[str, Any], at: datetime, position
     if pool is not None:
         if p.specs.get(data["nodepool"]) != data["nodepool_object"]:
             p.applied_at[data["nodepool"]] = at
+            p.stamps[data["nodepool"]] = Stamp(drift_hash(pool), DRIFT_HASH_VERSION)
         p.pools[data["nodepool"]] = pool
         p.specs[data["nodepool"]] = data["nodepool_object"]
 
@@ -162,6 +163,7 @@ def _pool_applied(p: Projection, data: Mapping[str, Any], at: datetime, position
 def _pool_gone(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
     p.pools.pop(data["nodepool"], None)
     p.specs.pop(data["nodepool"], None)
+    p.stamps.pop(data["nodepool"], None)
 
 
 def _claim_created(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
@@ -171,9 +173,9 @@ def _claim_created(p: Projection, data: Mapping[str, Any], at: datetime, positio
     p.claims[data["nodeclaim"]] = Claim(
         nodepool=data["nodepool"],
         created_at=at,
-        stamp=Stamp(drift_hash(pool), DRIFT_HASH_VERSION) if pool is not None else Stamp(None, None),
+        stamp=p.stamps.get(data["nodepool"], _UNSTAMPED),
         expire_after=template.spec.expire_after_timedelta if template is not None else None,
-        do_not_disrupt=annotations.get(DO_NOT_DISRUPT),
+        do_not_disrupt=annotations.get(DO_NOT_DISRUPT_ANNOTATION),
         grace_period=template is not None and template.spec.termination_grace_period_timedelta is not None,
         replacement_for=data.get("replacement_for"),
         touched=position,

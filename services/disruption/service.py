@@ -180,7 +180,7 @@ class DisruptionService:
         command = found.command
         decision_id = str(uuid.uuid4())
         replacements = [claim_name(found.nodepool) for _ in range(command.replacements)]
-        text = describe(command.reason, decision_id, command.decision.value, found.nodepool, command, replacements)
+        text = describe(decision_id, found.nodepool, command)
         decided = c.DisruptionDecided(
             decision_id=decision_id,
             nodepool=found.nodepool,
@@ -263,11 +263,10 @@ class DisruptionService:
         await self.recorder.publish(kube, now)
 
 
-def describe(
-    reason: str, decision_id: str, decision: str, nodepool: str, command: Command, replacements: list[str]
-) -> str:
+def describe(decision_id: str, nodepool: str, command: Command) -> str:
     """Upstream's command text: `<Reason>/<id>: <decision>: nodepools=[..]: [nodes] -> [n replacement(s)]`."""
-    text = f"{reason}/{decision_id}: {decision}: nodepools=[{nodepool}]: [{', '.join(command.candidates)}]"
-    if replacements:
-        text += f" -> [{len(replacements)} replacement(s)]"
+    nodes = ", ".join(command.candidates)
+    text = f"{command.reason}/{decision_id}: {command.decision.value}: nodepools=[{nodepool}]: [{nodes}]"
+    if command.replacements:
+        text += f" -> [{command.replacements} replacement(s)]"
     return text

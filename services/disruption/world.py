@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from services.disruption.projection import DELETION_COST, DISRUPTED_TAINT, DO_NOT_DISRUPT, Claim, Pod, Projection
+from services.disruption.projection import Claim, Pod, Projection
+from shared.api.labels import DELETION_COST_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION
 from shared.api.nodepool import ConsolidationPolicy, DisruptionReason, NodePool
 from shared.disruption.candidates import CandidatePod, NodeState
 from shared.disruption.consolidation import Movable
-from shared.disruption.drift import Stamp, drift_reason
+from shared.disruption.drift import drift_reason
 from shared.disruption.passes import Node, PoolRules, World
 from shared.disruption.pdbs import Member, disruptions_allowed
 from shared.disruption.simulation import ClusterView, Move
 from shared.policy.counters import PoolCounters
-from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
 from shared.policy.limits import NodeLimit
 from shared.policy.overlimit import ClaimFacts
 from shared.policy.pods import PodFacts
 from shared.scheduling.offerings import InstanceOption
-from shared.scheduling.requirements import Requirements, ValueSet
+from shared.termination.pods import DISRUPTED_TAINT, tolerations_of
 
 
 def build(
@@ -41,8 +41,9 @@ def build(
         if name in counters
     }
     prices = {(o.name, offer.zone, offer.capacity_type): offer.price for o in catalog for offer in o.offers}
-    stamps = {name: Stamp(drift_hash(pool), DRIFT_HASH_VERSION) for name, pool in projection.pools.items()}
-    wanted = {name: _requirements(pool) for name, pool in projection.pools.items()}
+    view = projection.view
+    templates = tuple(view.templates({}))
+    wanted = {t.name: t.requirements for t in templates}  # the pass's own: requirements and template labels
     nominated = set(projection.view.nominated.values()) | _awaited(projection)
     nodes = []
     leaving: set[str] = set()
@@ -51,6 +52,7 @@ def build(
         if deleting:
             leaving.update(n for n in (name, claim.node) if n)
         pods = projection.pods_on(claim.node)
+        seen = tuple(_candidate_pod(p) for p in pods)
         state = NodeState(
             nodeclaim=name,
             nodepool=claim.nodepool,
@@ -59,16 +61,15 @@ def build(
             deleting=deleting,
             nominated=name in nominated,
             do_not_disrupt=claim.do_not_disrupt,
-            pods=tuple(_candidate_pod(p) for p in pods),
+            pods=seen,
             grace_period=claim.grace_period,
         )
-        pool = projection.pools.get(claim.nodepool)
         drift = None
-        if pool is not None:
+        if claim.nodepool in wanted:
             drift = drift_reason(
                 launched=claim.launched,
                 claim=claim.stamp,
-                pool=stamps[claim.nodepool],
+                pool=projection.stamps[claim.nodepool],
                 claim_labels=claim.labels,
                 pool_requirements=wanted[claim.nodepool],
             )
@@ -78,15 +79,14 @@ def build(
                 facts=_facts(name, claim, pods, deleting),
                 initialized_at=claim.initialized_at,
                 last_pod_event=claim.last_pod_event,
-                movable=_movable(name, claim, pods, prices),
+                movable=_movable(name, claim, [p for p, c in zip(pods, seen, strict=True) if c.reschedulable], prices),
                 drift=drift,
                 drifted_since=max(claim.created_at, projection.applied_at.get(claim.nodepool, claim.created_at)),
             )
         )
-    view = projection.view
     cluster = ClusterView(
         nodes=tuple(n for n in view.capacity() if n.name not in leaving),
-        pools=tuple(view.templates({})),
+        pools=templates,
         catalog=tuple(catalog),
         daemonsets=tuple(view.daemonsets.values()),
         pending=tuple(view.plannable()),
@@ -140,31 +140,19 @@ def _rules(name: str, pool: NodePool, row: PoolCounters | None, now: datetime, b
     )
 
 
-def _requirements(pool: NodePool) -> Requirements:
-    template = pool.spec.template
-    requirements = Requirements.of(template.spec.requirements)
-    for key, value in template.labels.items():
-        requirements.add(ValueSet.exactly(key, value))
-    return requirements
-
-
 def _labels(pod: Pod) -> Mapping[str, str]:
     return pod.spec.get("labels") or {}
 
 
 def _candidate_pod(pod: Pod) -> CandidatePod:
-    tolerations = pod.spec.get("tolerations") or []
     return CandidatePod(
         namespace=pod.namespace,
         name=pod.name,
         labels=_labels(pod),
         owner_kind=pod.owner_kind,
-        do_not_disrupt=pod.annotations.get(DO_NOT_DISRUPT),
+        do_not_disrupt=pod.annotations.get(DO_NOT_DISRUPT_ANNOTATION),
         started_at=pod.started_at,
-        tolerates_disrupted=any(
-            t.get("operator") == "Exists" and t.get("key") in (None, "", DISRUPTED_TAINT) for t in tolerations
-        )
-        or any(t.get("key") == DISRUPTED_TAINT for t in tolerations),
+        tolerates_disrupted=any(t.tolerates(DISRUPTED_TAINT) for t in tolerations_of(pod.spec.get("tolerations"))),
     )
 
 
@@ -178,10 +166,10 @@ def _facts(name: str, claim: Claim, pods: Sequence[Pod], deleting: bool) -> Clai
             PodFacts(
                 p.key,
                 daemonset=p.owner_kind == "DaemonSet",
-                do_not_disrupt=p.annotations.get(DO_NOT_DISRUPT),
+                do_not_disrupt=p.annotations.get(DO_NOT_DISRUPT_ANNOTATION),
                 start_time=p.started_at,
                 priority=p.spec.get("priority"),
-                deletion_cost=p.annotations.get(DELETION_COST),
+                deletion_cost=p.annotations.get(DELETION_COST_ANNOTATION),
             )
             for p in pods
         ),
@@ -190,12 +178,18 @@ def _facts(name: str, claim: Claim, pods: Sequence[Pod], deleting: bool) -> Clai
 
 
 def _movable(
-    name: str, claim: Claim, pods: Sequence[Pod], prices: Mapping[tuple[str, str, str], float]
+    name: str, claim: Claim, moving: Sequence[Pod], prices: Mapping[tuple[str, str, str], float]
 ) -> Movable | None:
+    """`moving`: its pods that need a place elsewhere if it goes."""
     if claim.node is None or not claim.instance_type or not claim.zone or not claim.capacity_type:
         return None
     price = prices.get((claim.instance_type, claim.zone, claim.capacity_type))
     if price is None:
         return None
-    moving = tuple(p.pending() for p in pods if _candidate_pod(p).reschedulable)
-    return Movable(Move(name, claim.node, moving), claim.nodepool, price, claim.capacity_type, claim.instance_type)
+    return Movable(
+        Move(name, claim.node, tuple(p.pending() for p in moving)),
+        claim.nodepool,
+        price,
+        claim.capacity_type,
+        claim.instance_type,
+    )

@@ -24,6 +24,7 @@ WINDOWS_BUILD_LABEL = "node.kubernetes.io/windows-build"
 
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 TERMINATION_TIMESTAMP_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
 EXCLUDE_FROM_LOAD_BALANCERS_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 

@@ -26,6 +26,7 @@ from shared.disruption.overlimit import over_limit
 from shared.disruption.pdbs import Pdb
 from shared.disruption.simulation import ClusterView, simulate
 from shared.disruption.validation import validate
+from shared.events.contracts import FORCEFUL_REASONS
 from shared.policy.budgets import blocked_by_budget_message
 from shared.policy.limits import NodeLimit, blocked_by_node_limit_message
 from shared.policy.overlimit import ClaimFacts
@@ -91,7 +92,7 @@ class Found:
 
     @property
     def forceful(self) -> bool:
-        return self.command.reason not in {r.value for r in GRACEFUL}
+        return self.command.reason in FORCEFUL_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +147,13 @@ def graceful(world: World) -> Pass:
                 result.pool_blocked.append(PoolBlocked(rules.name, reason, BUDGET, blocked_by_budget_message(reason)))
     by_name = {n.state.nodeclaim: n for n in world.nodes}
     plain = _candidates(world, result, eventual=False)
-    order = by_disruption_cost([by_name[c.nodeclaim].facts for c in plain], world.now)
-    ranked = sorted(plain, key=lambda c: order.index(c.nodeclaim))
+    rank = {
+        name: i for i, name in enumerate(by_disruption_cost([by_name[c.nodeclaim].facts for c in plain], world.now))
+    }
+    ranked = sorted(plain, key=lambda c: rank[c.nodeclaim])
 
     def ready(c: Candidate) -> bool:
-        rules = world.pools[c.nodepool]
-        node = by_name[c.nodeclaim]
-        at = consolidatable_at(rules.consolidate_after, node.initialized_at or world.now, node.last_pod_event)
-        return at is not None and world.now >= at
+        return _consolidatable(world, by_name[c.nodeclaim])
 
     empty = [c for c in ranked if c.empty]
     result.eligible[DisruptionReason.EMPTY] = sum(1 for c in empty if ready(c))
@@ -226,13 +226,22 @@ def _with_waiting(world: World) -> ClusterView:
     """The cluster without the nodes inside their consolidateAfter window (`simulation`)."""
     waiting = set()
     for node in world.nodes:
-        rules = world.pools.get(node.state.nodepool)
-        if rules is None or node.state.node is None:
-            continue
-        at = consolidatable_at(rules.consolidate_after, node.initialized_at or world.now, node.last_pod_event)
-        if at is not None and world.now < at:
+        at = _consolidatable_at(world, node)
+        if node.state.node is not None and at is not None and world.now < at:
             waiting.add(node.state.node)
     return replace(world.cluster, waiting=frozenset(waiting))
+
+
+def _consolidatable_at(world: World, node: Node) -> datetime | None:
+    rules = world.pools.get(node.state.nodepool)
+    if rules is None:
+        return None
+    return consolidatable_at(rules.consolidate_after, node.initialized_at or world.now, node.last_pod_event)
+
+
+def _consolidatable(world: World, node: Node) -> bool:
+    at = _consolidatable_at(world, node)
+    return at is not None and world.now >= at
 
 
 def _drift(world: World, result: Pass, by_name: Mapping[str, Node], cluster: ClusterView) -> bool:
@@ -312,18 +321,12 @@ def recheck(
         found = valid.get(name)
         if found is None:
             continue
-        if reason == DisruptionReason.EMPTY:
-            node = by_name[name]
-            rules = world.pools[found.nodepool]
-            at = consolidatable_at(rules.consolidate_after, node.initialized_at or world.now, node.last_pod_event)
-            if not found.empty or at is None or world.now < at:
-                continue
+        if reason == DisruptionReason.EMPTY and not (found.empty and _consolidatable(world, by_name[name])):
+            continue
         still.append(name)
-    versions = {name: 0 for name in candidates}
     verdict = validate(
         candidates,
-        decided_at=versions,
-        now_at={**versions, **{name: 1 for name in moved}},
+        moved=moved,
         still_valid=still,
         within_budget=candidates,  # the reservation holds their budget
         partial=reason == DisruptionReason.EMPTY,

@@ -2,9 +2,9 @@
 a command is refused when anything about a candidate changed since the decision.
 
 Upstream waits 15 s, then checks the candidates again. nodewright also keeps, with the decision,
-the log version of each candidate's stream (the claim's own events: a pod bound to it, a pod
-event, a deletion), and refuses the command if any moved: a decision is never carried out on
-inputs it did not see (upstream #3185). Emptiness keeps the subset still valid; consolidation
+the log position it saw, and refuses the command if any event about a candidate came after it
+(a pod bound to it, a pod event, a deletion): a decision is never carried out on inputs it did
+not see (upstream #3185). Emptiness keeps the subset still valid; consolidation
 and drift are all or nothing. A command whose replacements are not all Initialized in time is
 cancelled (`command_timeout`).
 """
@@ -40,20 +40,19 @@ class Verdict:
 def validate(
     candidates: Sequence[str],
     *,
-    decided_at: Mapping[str, int],
-    now_at: Mapping[str, int],
+    moved: Collection[str],
     still_valid: Collection[str],
     within_budget: Collection[str],
     nominated: Collection[str] = (),
     partial: bool = False,
 ) -> Verdict:
-    """`decided_at`/`now_at`: each candidate's stream version then and now; `still_valid`: those
-    that are still candidates (and, for emptiness, still empty and Consolidatable);
+    """`moved`: the candidates whose stream moved after the log position the decision saw;
+    `still_valid`: those that are still candidates (and, for emptiness, still empty and Consolidatable);
     `within_budget`: those the budget still allows; `partial`: keep whatever subset survives
     (emptiness) instead of all or nothing."""
     rejected: dict[str, str] = {}
     for name in candidates:
-        if now_at.get(name) != decided_at.get(name):
+        if name in moved:
             rejected[name] = "changed since the decision: its stream moved"
         elif name not in still_valid:
             rejected[name] = "churn"
