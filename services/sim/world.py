@@ -28,7 +28,8 @@ from services.sim.cluster import (
     SimCluster,
     Workload,
 )
-from shared.api.labels import HOSTNAME_LABEL
+from shared.api.duration import parse_duration
+from shared.api.labels import HOSTNAME_LABEL, NODEPOOL_LABEL
 from shared.api.pod import LabelSelector
 from shared.api.quantity import Quantity
 from shared.api.scenario import Scenario, WorkloadSpec
@@ -115,6 +116,10 @@ class World:
             self.cluster.delete_workload(NAMESPACE, entry.delete_workload)
         elif entry.delete_node_claims is not None:
             self.delete_nodeclaims(entry.delete_node_claims.nodepool, entry.delete_node_claims.count)
+        elif entry.nodes_not_ready is not None:
+            failing = entry.nodes_not_ready
+            duration = parse_duration(failing.duration) if failing.duration else None
+            self.nodes_not_ready(failing.nodepool, failing.count, duration)
 
     def delete_nodeclaims(self, nodepool: str, count: int) -> list[str]:
         """A user deleting the `count` oldest live NodeClaims of a pool (those not already going)."""
@@ -127,6 +132,25 @@ class World:
         for name in chosen:
             self.cluster.delete_nodeclaim(name, nodepool, self.now)
         return chosen
+
+    def nodes_not_ready(self, nodepool: str, count: int, duration: timedelta | None = None) -> list[str]:
+        """The `count` oldest Ready nodes of a pool turn NotReady (a kubelet stops posting status),
+        and Ready again after `duration` when one is given and the node is still there."""
+        ready = [
+            n
+            for n in self.cluster.nodes.values()
+            if n.ready and n.labels.get(NODEPOOL_LABEL) == nodepool and n.name not in self.cluster.nodeclaim_deletions
+        ]
+        chosen = [n.name for n in sorted(ready, key=lambda n: (n.created_at, n.name))][:count]
+        for name in chosen:
+            self.cluster.set_ready(name, False)
+            if duration is not None:
+                self._at(self.now + duration, lambda name=name: self._recover(name))
+        return chosen
+
+    def _recover(self, name: str) -> None:
+        if name in self.cluster.nodes:
+            self.cluster.set_ready(name, True)
 
     # --- the cloud, as the CloudProvider port reaches it -----------------------------------------
 

@@ -51,6 +51,7 @@ class _Node:
     provider_id: str
     nodeclaim: str | None = None
     initialized: bool = False
+    ready: bool = True  # once initialized: what the log last said
 
 
 @dataclass(slots=True)
@@ -181,6 +182,11 @@ class Facts:
             known.initialized = True
             initialized = c.NodeInitialized(node=event.key, nodeclaim=nodeclaim, nodepool=nodepool)
             out.append(Fact(initialized, fact_id("NodeInitialized", provider_id)))
+        elif known.initialized and nodeclaim and nodepool and bool(obj.get("ready")) != known.ready:
+            known.ready = bool(obj.get("ready"))
+            kind = c.NodeClaimReady if known.ready else c.NodeClaimNotReady
+            flipped = kind(nodeclaim=nodeclaim, nodepool=nodepool, node=event.key)
+            out.append(Fact(flipped, fact_id(flipped.TYPE, provider_id, event.resource_version)))
         return out
 
     def _startup_taints_left(self, nodepool: str | None, obj: Mapping[str, Any]) -> bool:
@@ -279,6 +285,8 @@ class Facts:
                 self.nodes[data["node"]] = _Node(data["provider_id"], data.get("nodeclaim"))
             elif kind == "NodeInitialized" and data["node"] in self.nodes:
                 self.nodes[data["node"]].initialized = True
+            elif kind in ("NodeClaimNotReady", "NodeClaimReady") and data["node"] in self.nodes:
+                self.nodes[data["node"]].ready = kind == "NodeClaimReady"
             elif kind == "NodeDeleted":
                 self.nodes.pop(data["node"], None)
             elif kind in ("NodePoolApplied", "NodePoolRejected"):
@@ -316,6 +324,8 @@ WATCHER_FACTS = (
     "DaemonSetApplied",
     "DaemonSetDeleted",
     "NodeClaimDeletionRequested",
+    "NodeClaimNotReady",
+    "NodeClaimReady",
 )
 
 

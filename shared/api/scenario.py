@@ -135,6 +135,17 @@ class DeleteNodeClaims(APIModel):
     count: Annotated[StrictInt, Field(ge=1, le=10_000)]
 
 
+class NodesNotReady(APIModel):
+    """Kubelets failing: the `count` oldest Ready nodes of the pool turn NotReady, and Ready again
+    after `duration` when it is set. A NotReady node consumes its pool's disruption budget."""
+
+    nodepool: str
+    count: Annotated[StrictInt, Field(ge=1, le=10_000)]
+    duration: Offset | None = None
+
+    _check = field_validator("duration")(_duration)
+
+
 class TimelineEntry(APIModel):
     at: Offset
     scale: Scale | None = None
@@ -142,6 +153,7 @@ class TimelineEntry(APIModel):
     delete_node_pool: str | None = None
     delete_workload: str | None = None
     delete_node_claims: DeleteNodeClaims | None = None
+    nodes_not_ready: NodesNotReady | None = None
 
     _check = field_validator("at")(_duration)
 
@@ -153,11 +165,12 @@ class TimelineEntry(APIModel):
             self.delete_node_pool,
             self.delete_workload,
             self.delete_node_claims,
+            self.nodes_not_ready,
         ]
         if sum(a is not None for a in actions) != 1:
             raise ValueError(
                 "Invalid value: exactly one of scale, applyNodePool, deleteNodePool, deleteWorkload,"
-                " deleteNodeClaims must be set"
+                " deleteNodeClaims, nodesNotReady must be set"
             )
         return self
 
@@ -327,11 +340,12 @@ def validate_scenario(
                     FieldError(f"{path}.deleteNodePool", f"Not found: no NodePool {entry.delete_node_pool!r} then")
                 )
             known_pools.discard(entry.delete_node_pool)
-        deleting = entry.delete_node_claims
-        if deleting is not None and deleting.nodepool not in known_pools:
-            errors.append(
-                FieldError(f"{path}.deleteNodeClaims.nodepool", f"Not found: no NodePool {deleting.nodepool!r} then")
-            )
+        acting_on = (("deleteNodeClaims", entry.delete_node_claims), ("nodesNotReady", entry.nodes_not_ready))
+        for field_, acting in acting_on:
+            if acting is not None and acting.nodepool not in known_pools:
+                errors.append(
+                    FieldError(f"{path}.{field_}.nodepool", f"Not found: no NodePool {acting.nodepool!r} then")
+                )
     if errors:
         return None, errors
     return Scenario(parsed, tuple(pools), timeline_pools), []

@@ -345,6 +345,21 @@ class NodeClaimInitialized(NodeClaimEvent):
     TYPE: ClassVar[str] = "NodeClaimInitialized"
 
 
+class NodeClaimNotReady(NodeClaimEvent):
+    """The initialized node of the claim stopped being Ready: it consumes its pool's disruption
+    budget until it is Ready again or ends, as upstream counts a NotReady node (reference B21)."""
+
+    TYPE: ClassVar[str] = "NodeClaimNotReady"
+    node: str
+
+
+class NodeClaimReady(NodeClaimEvent):
+    """The node is Ready again after `NodeClaimNotReady`: it no longer consumes the budget."""
+
+    TYPE: ClassVar[str] = "NodeClaimReady"
+    node: str
+
+
 class NodeClaimDeletionRequested(NodeClaimEvent):
     """Someone asked for the claim to go (`nodewright delete nodeclaim`, a scenario, a disruption
     whose replacements are ready): termination drains it gracefully and deletes its instance."""
@@ -450,6 +465,8 @@ CONTRACTS: tuple[type[Event], ...] = (
     NodeClaimLaunchFailed,
     NodeClaimRegistered,
     NodeClaimInitialized,
+    NodeClaimNotReady,
+    NodeClaimReady,
     NodeClaimDeletionRequested,
     NodeClaimDraining,
     NodeClaimTerminated,

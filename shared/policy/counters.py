@@ -8,7 +8,8 @@ happened). So the live table and a replay agree by construction, and a planted e
 Counted, per pool: `nodes` (claims created and not ended, launched or in flight, one each),
 `in_flight` (not launched yet), `initialized` (the nodes budgets count), `resources` (reserved
 capacity: the largest among a claim's instance types until it launches, then the launched
-type's), and the claims being disrupted, with their reason and decision.
+type's), and the claims being disrupted, with their reason and decision. An initialized claim
+whose node is NotReady counts there too, with reason `NotReady`, as upstream's budgets count it.
 
 Payloads are read as plain dicts, not contracts: replaying a million events must take seconds.
 """
@@ -44,6 +45,8 @@ from shared.policy.violations import (
 IN_FLIGHT = "in_flight"
 LAUNCHED = "launched"
 ENDED = "ended"
+NOT_READY = "NotReady"
+"""The `disrupting` reason of a claim that only consumes budget because its node is NotReady."""
 
 
 ERRORS: dict[str, type[ReservationError]] = {
@@ -66,10 +69,11 @@ class ClaimState:
     phase: str = IN_FLIGHT
     initialized: bool = False
     replacement_for: str | None = None
+    ready: bool = True
 
     def copy(self) -> ClaimState:
         """A twin to evolve separately (`resources` is replaced on change, never mutated)."""
-        return ClaimState(self.nodepool, self.resources, self.phase, self.initialized, self.replacement_for)
+        return ClaimState(self.nodepool, self.resources, self.phase, self.initialized, self.replacement_for, self.ready)
 
 
 @dataclass(slots=True)
@@ -370,7 +374,8 @@ def _check_decided(
         claim = claims.get(name)
         if claim is None or claim.phase == ENDED or claim.nodepool != pool.nodepool:
             return _violation(Rule.LIFECYCLE, f"candidate {name} is not a live NodeClaim of nodepool {pool.nodepool}")
-        if name in pool.disrupting:
+        entry = pool.disrupting.get(name)
+        if entry is not None and entry[0] != NOT_READY:
             return _violation(Rule.LIFECYCLE, f"candidate {name} is already being disrupted")
     reason = data["reason"]
     candidates = len(data["candidates"])
@@ -421,6 +426,8 @@ _CHECK: dict[str, Check] = {
     ),
     "NodeClaimRegistered": _check_known,
     "NodeClaimInitialized": _check_known,
+    "NodeClaimNotReady": _check_known,
+    "NodeClaimReady": _check_known,
     "NodeClaimDeletionRequested": _check_known,
     "NodeClaimDraining": _check_known,
     "NodeClaimTerminated": _check_known,
@@ -484,6 +491,40 @@ def _initialized(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) 
         return
     claim.initialized = True
     pool.initialized += 1
+    _consume_if_not_ready(pool, claim, data["nodeclaim"])
+
+
+def _not_ready(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    claim = claims.get(data["nodeclaim"])
+    if claim is None or claim.phase == ENDED:
+        return
+    claim.ready = False
+    _consume_if_not_ready(pool, claim, data["nodeclaim"])
+
+
+def _ready(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
+    name = data["nodeclaim"]
+    claim = claims.get(name)
+    if claim is not None:
+        claim.ready = True
+    entry = pool.disrupting.get(name)
+    if entry is not None and entry[0] == NOT_READY:
+        del pool.disrupting[name]
+
+
+def _consume_if_not_ready(pool: PoolCounters, claim: ClaimState | None, name: str) -> None:
+    """A NotReady initialized claim that nothing else disrupts consumes the budget (reference B21;
+    an uninitialized one does not, B23)."""
+    if claim is not None and not claim.ready and claim.initialized and claim.phase != ENDED:
+        pool.disrupting.setdefault(name, [NOT_READY, ""])
+
+
+def _release(pool: PoolCounters, claims: ClaimLookup, name: str, decision: str) -> None:
+    """The decision no longer disrupts `name`; a NotReady node still consumes the budget."""
+    entry = pool.disrupting.get(name)
+    if entry is not None and entry[1] == decision:
+        del pool.disrupting[name]
+        _consume_if_not_ready(pool, claims.get(name), name)
 
 
 def _ended(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
@@ -513,9 +554,7 @@ def _decided(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> N
 def _cancelled(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
     pool.replacing.pop(data["decision_id"], None)
     for name in data.get("candidates") or ():
-        entry = pool.disrupting.get(name)
-        if entry is not None and entry[1] == data["decision_id"]:
-            del pool.disrupting[name]
+        _release(pool, claims, name, data["decision_id"])
 
 
 def _completed(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
@@ -525,11 +564,8 @@ def _completed(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) ->
 
 
 def _validated(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    decision = data["decision_id"]
     for name in data.get("dropped") or ():
-        entry = pool.disrupting.get(name)
-        if entry is not None and entry[1] == decision:
-            del pool.disrupting[name]
+        _release(pool, claims, name, data["decision_id"])
 
 
 def _deletion_requested(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
@@ -537,7 +573,8 @@ def _deletion_requested(pool: PoolCounters, claims: ClaimLookup, data: dict[str,
     §2: MarkedForDeletion and a deletion timestamp count as disrupting)."""
     name = data["nodeclaim"]
     claim = claims.get(name)
-    if claim is not None and claim.initialized and claim.phase != ENDED and name not in pool.disrupting:
+    entry = pool.disrupting.get(name)
+    if claim is not None and claim.initialized and claim.phase != ENDED and (entry is None or entry[0] == NOT_READY):
         pool.disrupting[name] = [data.get("reason") or "Manual", data.get("decision_id") or ""]
 
 
@@ -554,6 +591,8 @@ _EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] 
     "NodeClaimLaunchFailed": _ended,
     "NodeClaimRegistered": _no_change,
     "NodeClaimInitialized": _initialized,
+    "NodeClaimNotReady": _not_ready,
+    "NodeClaimReady": _ready,
     "NodeClaimDeletionRequested": _deletion_requested,
     "NodeClaimDraining": _no_change,
     "NodeClaimTerminated": _ended,

@@ -28,7 +28,8 @@ NOTHING = Touched(None)
 
 
 def named_claims(data: Any) -> tuple[str, ...]:
-    """The claim names a payload carries (`nodeclaim`, then `candidates`); malformed ones are left out."""
+    """The claim names a payload carries (`nodeclaim`, then `candidates`, then a validation's
+    `dropped`); malformed ones are left out."""
     if not isinstance(data, Mapping):
         return ()
     claim = data.get("nodeclaim")
@@ -36,6 +37,9 @@ def named_claims(data: Any) -> tuple[str, ...]:
     candidates = data.get("candidates")
     if isinstance(candidates, list):
         out += tuple(c for c in candidates if isinstance(c, str))
+    dropped = data.get("dropped")
+    if isinstance(dropped, Mapping):
+        out += tuple(c for c in dropped if isinstance(c, str))
     return out
 
 

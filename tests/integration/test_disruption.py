@@ -261,3 +261,32 @@ async def test_the_standby_finishes_a_command_whose_leader_stopped_mid_way_and_n
     for d in decisions:
         ends = outcomes[(d["decision_id"], "DisruptionCompleted")] + outcomes[(d["decision_id"], "DisruptionCancelled")]
         assert ends == 1 and outcomes[(d["decision_id"], "DisruptionValidated")] <= 1
+
+
+async def test_b21_not_ready_nodes_consume_the_budget_until_they_are_ready_again(store, migrated_url, bus):
+    """Two of six nodes NotReady for 20 minutes under a budget of 2: nothing is disrupted while
+    they are; once Ready, the six empty nodes go two at a time."""
+    document = scenario(
+        [pool(budgets=[{"nodes": "2"}])],
+        [web(6)],
+        [
+            {"at": "5m", "nodesNotReady": {"nodepool": "p", "count": 2, "duration": "20m"}},
+            {"at": "6m", "scale": {"workload": "web", "replicas": 0}},
+        ],
+    )
+    async with World(document, bus, store) as world:
+        world.start_schedulers()
+        world.start_termination()
+        world.start_disruption()
+        await world.until(lambda sim: sim.world.now > START + timedelta(minutes=24))
+        assert len(world.sim.world.cluster.nodes) == 6
+        await world.until(lambda sim: not sim.world.cluster.nodes, seconds=200)
+    flips = await events_of(store, ["NodeClaimNotReady", "NodeClaimReady"])
+    assert Counter(kind for kind, _ in flips) == {"NodeClaimNotReady": 2, "NodeClaimReady": 2}
+    decisions, most, blocked = await disruption_story(store)
+    async with store.driver_connection() as raw:
+        first = await raw.fetchval("SELECT min(occurred_at) FROM events WHERE type = 'DisruptionDecided'")
+    assert first >= START + timedelta(minutes=25)
+    assert most <= 2 and not blocked  # upstream says a blocking budget only when it allows 0
+    assert sum(len(d["candidates"]) for d in decisions) == 6
+    assert (await audit_database(migrated_url)).ok

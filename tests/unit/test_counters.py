@@ -323,3 +323,48 @@ def test_a_completed_command_keeps_its_candidates_counted_until_they_end_and_a_v
         ("DisruptionDecided", "budget")
     ]
     assert rules([*pool, trimmed, done, terminated("p-n0", "p"), decided("e", "p", "Empty", ["p-n2", "p-n3"])]) == []
+
+
+def _flip(name: str, ready: bool):
+    from shared.events.contracts import NodeClaimNotReady, NodeClaimReady
+
+    kind = NodeClaimReady if ready else NodeClaimNotReady
+    return kind(nodeclaim=name, nodepool="p", node=name)
+
+
+def test_b21_not_ready_nodes_consume_the_budget_until_ready_again():
+    """Reference B21: `[100%]`, 10 nodes, 2 NotReady: 8 may be disrupted."""
+    pool = [applied("p", budgets=[{"nodes": "100%"}]), *live_nodes("p", 10), _flip("p-n8", False), _flip("p-n9", False)]
+    eight = [f"p-n{i}" for i in range(8)]
+    assert rules([*pool, decided("d", "p", "Empty", eight)]) == []
+    assert rules([*pool, decided("d", "p", "Empty", [*eight, "p-n8"])]) == [("DisruptionDecided", "budget")]
+    assert replay(entries(pool)).pools["p"].disrupting_by_reason() == {"NotReady": 2}
+    recovered = [*pool, _flip("p-n9", True)]
+    assert rules([*recovered, decided("d", "p", "Empty", [*eight, "p-n8"])]) == []
+
+
+def test_a_not_ready_node_may_be_a_candidate_and_still_counts_when_its_command_is_cancelled():
+    pool = [applied("p", budgets=[{"nodes": "3"}]), *live_nodes("p", 10), _flip("p-n9", False)]
+    expiring = decided("d", "p", "Empty", ["p-n9", "p-n0"])
+    assert rules([*pool, expiring]) == []
+    cancelled = DisruptionCancelled(decision_id="d", nodepool="p", reason="Empty", candidates=["p-n9", "p-n0"])
+    out = replay(entries([*pool, expiring, cancelled]))
+    assert out.violations == [] and out.pools["p"].disrupting == {"p-n9": ["NotReady", ""]}
+
+
+def test_b23_an_uninitialized_not_ready_claim_consumes_nothing_until_it_initializes():
+    pool = [applied("p", budgets=[{"nodes": "1"}]), created("new", "p"), launched("new", "p"), _flip("new", False)]
+    assert replay(entries(pool)).pools["p"].disrupting == {}
+    out = replay(entries([*pool, initialized("new", "p")]))
+    assert out.violations == [] and out.pools["p"].disrupting == {"new": ["NotReady", ""]}
+
+
+def test_b22_allowed_disruptions_never_go_negative():
+    from shared.api.nodepool import DisruptionReason, NodePool
+    from shared.policy.budgets import DisruptionBudgets
+    from tests.conftest import nodepool_doc
+
+    doc = nodepool_doc()
+    doc["spec"].setdefault("disruption", {})["budgets"] = [{"nodes": "10%"}]
+    status = DisruptionBudgets.of(NodePool.model_validate(doc)).status(T0, 10, 10)
+    assert status.allowed(DisruptionReason.EMPTY) == 1 and status.remaining(DisruptionReason.EMPTY) == 0

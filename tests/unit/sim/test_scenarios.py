@@ -155,6 +155,18 @@ CASES = [
         "spec.timeline[2].deleteNodePool",
         "no NodePool 'late' then",
     ),
+    (
+        "not ready in an unknown pool",
+        lambda s: s["timeline"].append({"at": "1m", "nodesNotReady": {"nodepool": "b", "count": 1}}),
+        "spec.timeline[1].nodesNotReady.nodepool",
+        "no NodePool 'b' then",
+    ),
+    (
+        "not ready for a bad duration",
+        lambda s: s["timeline"].append({"at": "1m", "nodesNotReady": {"nodepool": "a", "count": 1, "duration": "x"}}),
+        "spec.timeline[1].nodesNotReady.duration",
+        "not a Go duration",
+    ),
     ("start as a number", lambda s: s.update(start=0), "spec.start", "RFC 3339"),
     (
         "missing file",

@@ -127,3 +127,28 @@ def test_a_list_reports_pools_and_nodes_before_the_pods_that_refer_to_them():
     facts = Facts().resync(world.cluster.snapshot())
     order = [f.event.TYPE for f in facts]
     assert order.index("NodePoolApplied") < order.index("NodeRegistered") < order.index("PodBound")
+
+
+def test_an_initialized_node_that_goes_not_ready_and_back_is_reported_once_each_way():
+    """A NotReady node consumes its pool's budget (reference B21): the watcher says when it
+    flips, once, with ids a restarted watcher reuses; an uninitialized node is not reported."""
+    world = World(parse_scenario(SCENARIO))
+    facts = Facts()
+    world.advance(world.now)
+    launch(world, "general-a")
+    world.advance(world.now + timedelta(minutes=1))
+    reported = [f for e in world.cluster.changes_since(0) for f in facts.observe(e)]
+    rv = world.cluster.resource_version
+    assert world.nodes_not_ready("general", 5, timedelta(minutes=2)) == ["general-a"]
+    down = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
+    assert [(f.event.TYPE, f.event.nodeclaim, f.event.nodepool) for f in down] == [
+        ("NodeClaimNotReady", "general-a", "general")
+    ]
+    restarted = Facts()
+    restarted.remember((f.event.TYPE, f.event.payload()) for f in reported + down)
+    assert restarted.resync(world.cluster.snapshot()) == []
+    rv = world.cluster.resource_version
+    world.advance(world.now + timedelta(minutes=3))
+    up = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
+    assert types(up) == {"NodeClaimReady": 1}
+    assert [f.event_id for f in up] == [f.event_id for f in restarted.resync(world.cluster.snapshot())]
