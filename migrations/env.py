@@ -22,6 +22,13 @@ def _url() -> str:
 
 
 def _run(connection: Connection) -> None:
+    # Once migration 0005 made the owner role here, what later migrations create is owned by it.
+    owner = connection.exec_driver_sql(
+        "SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, 'public', 'CREATE')"
+        " FROM pg_roles WHERE rolname = 'nodewright_owner'"
+    ).scalar()
+    if owner:
+        connection.exec_driver_sql("SET ROLE nodewright_owner")
     context.configure(connection=connection, target_metadata=metadata, compare_server_default=True)
     with context.begin_transaction():
         context.run_migrations()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,7 @@ from typing import Any
 from services.cli.folding import fold_log
 from shared.bus.connection import BusSettings
 from shared.events.envelope import RecordedEvent
+from shared.events.registry import REGISTRY
 from shared.policy.audit import LogEntry, Replay
 from shared.policy.counters import PoolCounters
 from shared.store.eventstore import EventStore
@@ -148,8 +150,23 @@ async def audit_database(url: str, explain: str | None = None, workers: int | No
 
 
 def audit_file(path: Path, explain: str | None = None) -> AuditResult:
+    """A file that holds no event nodewright knows proves nothing: that is an error, not a clean
+    audit (an empty export, the wrong file, a truncated copy)."""
+    known = set(REGISTRY.types())
+    seen: Counter[str] = Counter()
+
+    def counted(entries: Iterator[LogEntry]) -> Iterator[LogEntry]:
+        for entry in entries:
+            seen[entry.type] += 1
+            yield entry
+
     replay = Replay(explain=explain)
-    replay.feed(read_jsonl(path))
+    replay.feed(counted(read_jsonl(path)))
+    if not seen:
+        raise ValueError(f"{path}: holds no events (an empty file is not an audited log)")
+    if not known.intersection(seen):
+        kinds = ", ".join(sorted(seen)[:5]) + (", ..." if len(seen) > 5 else "")
+        raise ValueError(f"{path}: holds no event type nodewright records (only {kinds})")
     return AuditResult(replay, None, [])
 
 

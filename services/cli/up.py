@@ -2,7 +2,8 @@
 
 Servers come from `NODEWRIGHT_DATABASE_URL` / `NODEWRIGHT_NATS_URL`, else embedded ones under
 `.nodewright/` (kept between runs; an embedded nats-server gets a user per service, and each
-process connects as its own). The log is migrated, then the sim, the relay, the watcher and the
+process connects as its own; on an embedded PostgreSQL the services log in as
+`nodewright_service`, a member of the writer role). The log is migrated, then the sim, the relay, the watcher and the
 scheduler start with the same accelerated clock (the scenario's start, `--speed` times faster)
 and their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
 events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
@@ -38,6 +39,7 @@ from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
 from shared.runtime.servers import free_tcp_port, local_database_url
 from shared.store.eventstore import EventStore
+from shared.store.migrate import WRITER, member_login
 
 STOP_SECONDS = 15.0
 REFRESH_SECONDS = 0.5
@@ -92,8 +94,11 @@ def _up(
     start = _scenario_start(scenario)
     with local_database_url(config) as database_url, local_bus(config) as bus:
         console.print(loop.run(migrate(database_url)))
+        services_url = database_url
+        if not config.database_url:  # embedded: the services log in as writers, never as the owner
+            services_url = loop.run(member_login(database_url, "nodewright_service", WRITER))
         clock = AcceleratedClock(start, speed)
-        env = {**os.environ, "NODEWRIGHT_DATABASE_URL": database_url, **clock.environment()}
+        env = {**os.environ, "NODEWRIGHT_DATABASE_URL": services_url, **clock.environment()}
         shared = write_clock(config.data_dir, clock)
         with contextlib.ExitStack() as cleanup, _children(config.data_dir, scenario, env, bus, base_port) as children:
             cleanup.callback(lambda: shared.unlink(missing_ok=True))

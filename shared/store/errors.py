@@ -31,6 +31,6 @@ class NotLeader(StoreError):
     def __init__(self, fence: Fence) -> None:
         super().__init__(
             f"advisory lock {fence.key} is no longer held by backend pid {fence.pid}"
-            f" (started {fence.started.isoformat()}): this replica is not the leader"
+            f" (session nonce {fence.nonce}): this replica is not the leader"
         )
         self.fence = fence

@@ -28,11 +28,12 @@ from __future__ import annotations
 import asyncpg
 
 from shared.store.eventstore import EventStore, StoreError
-from shared.store.fence import Fence, advisory_lock_id, companion_key
+from shared.store.fence import Fence, advisory_lock_id, companion_key, new_nonce
 
+# The nonce lock is taken only with the leader lock, and never contended (a random key).
 _ACQUIRE = (
-    "SELECT pg_try_advisory_lock($1), pg_backend_pid(),"
-    " (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) AS a)"
+    "SELECT taken, pg_backend_pid(), CASE WHEN taken THEN pg_advisory_lock($2) END"
+    " FROM (SELECT pg_try_advisory_lock($1) AS taken) AS t"
 )
 # Alone, the statement is a transaction of its own: the lock is granted once every fenced
 # reservation holding the companion key shared has ended, and let go at once.
@@ -49,8 +50,8 @@ _LOST = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientEr
 class LeaderLock:
     """One session advisory lock on a connection of its own (outside the store's pools, whose
     connections are shared and recycled), held until `release` or until that connection dies.
-    Replicas connect as the same role (or one with `pg_read_all_stats`): the fence check reads
-    the holder's backend start, which PostgreSQL hides from other roles."""
+    With it the session holds a random nonce key, so a fence names this session and not a later
+    backend given the same pid; the check reads only `pg_locks`, so replicas may use any roles."""
 
     def __init__(self, store: EventStore, key: int) -> None:
         if not -(2**63) <= key < 2**63:
@@ -84,14 +85,15 @@ class LeaderLock:
         try:
             if self._raw is None or self._raw.is_closed():
                 self._raw = await self.store.session_connection()
-            taken, pid, started = await self._raw.fetchrow(_ACQUIRE, self.key)
+            nonce = new_nonce()
+            taken, pid, _ = await self._raw.fetchrow(_ACQUIRE, self.key, nonce)
             if not taken:
                 return False
             await self._raw.execute(_DRAIN, self.companion)
         except BaseException:
             await self.release()
             raise
-        self._holding, self._fence = True, Fence(self.key, pid, started)
+        self._holding, self._fence = True, Fence(self.key, pid, nonce)
         return True
 
     @property

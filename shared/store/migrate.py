@@ -9,6 +9,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import migrations
@@ -48,3 +49,26 @@ async def upgrade(url: str) -> tuple[str | None, str | None]:
         # env.py runs its own event loop, so Alembic goes to a worker thread.
         await asyncio.to_thread(upgrade_sync, url)
     return before, await current_revision(url)
+
+
+WRITER, READER = "nodewright_writer", "nodewright_reader"
+"""The roles migration 0005 makes: services log in as members of the first, audits of the second."""
+
+
+async def member_login(url: str, login: str, role: str) -> str:
+    """`url` for a login that is a member of `role`, made if missing (no password: for a server
+    that trusts local connections, as the embedded one does)."""
+    if role not in (WRITER, READER):
+        raise ValueError(f"role must be {WRITER} or {READER}, not {role!r}")
+    if not login.isidentifier():
+        raise ValueError(f"a login name is a plain identifier, not {login!r}")
+    engine = create_async_engine(async_database_url(url))
+    try:
+        async with engine.begin() as conn:
+            await conn.exec_driver_sql(
+                f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}')"
+                f" THEN CREATE ROLE {login} LOGIN IN ROLE {role}; END IF; END $$"
+            )
+    finally:
+        await engine.dispose()
+    return make_url(url).set(username=login, password=None).render_as_string(hide_password=False)

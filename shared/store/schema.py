@@ -43,7 +43,7 @@ EVENT_NODEPOOL = "CASE WHEN jsonb_typeof(data -> 'nodepool') = 'string' THEN dat
 events = Table(
     "events",
     metadata,
-    Column("position", BigInteger, Identity(always=False), primary_key=True),
+    Column("position", BigInteger, Identity(always=True), primary_key=True),
     Column("event_id", Uuid, nullable=False, unique=True),
     Column("stream_id", Text, nullable=False),
     Column("version", Integer, nullable=False),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
 
 import asyncpg
 import pytest
@@ -125,17 +124,17 @@ async def test_a_former_leader_cannot_reserve(store: EventStore, locks: list[Lea
 
 
 async def test_a_fence_names_the_backend_not_only_its_pid(store: EventStore, locks: list[LeaderLock]):
-    """A pid is reused by later backends: the fence also carries when its backend started."""
+    """A pid is reused by later backends: the fence also names a nonce lock only its session holds."""
     await seed(store, applied("p", {"nodes": "5"}))
     lock = lock_on(store, locks)
     assert await lock.try_acquire()
-    earlier = Fence(KEY, lock.fence.pid, lock.fence.started - timedelta(seconds=1))
+    earlier = Fence(KEY, lock.fence.pid, lock.fence.nonce + 1)
     before = await state(store)
     with pytest.raises(NotLeader):
         await reserve(store, "a", earlier)
     assert await state(store) == before
     with pytest.raises(NotLeader):  # nor another key held by the same backend
-        await reserve(store, "a", Fence(KEY + 1, lock.fence.pid, lock.fence.started))
+        await reserve(store, "a", Fence(KEY + 1, lock.fence.pid, lock.fence.nonce))
     await reserve(store, "a", lock.fence)
 
 
@@ -299,7 +298,7 @@ def test_a_companion_key_is_another_signed_64_bit_key(key: int):
     assert -(2**63) <= companion < 2**63
     assert companion != key
     assert companion_key(companion) == key  # so no two leader keys share one
-    assert Fence(key, 1, T0).companion == LeaderLock(None, key).companion == companion  # type: ignore[arg-type]
+    assert Fence(key, 1, 0).companion == LeaderLock(None, key).companion == companion  # type: ignore[arg-type]
 
 
 def test_a_key_is_a_signed_64_bit_integer():
