@@ -97,11 +97,11 @@ class Command:
     created: list[str] = field(default_factory=list)
     """Replacements created so far."""
     completed: bool = False
-    cancelled: bool = False
+    """Cancelled commands leave the projection at once; completed ones once their candidates end."""
 
     @property
     def done(self) -> bool:
-        return self.completed or self.cancelled
+        return self.completed
 
 
 @dataclass(slots=True)
@@ -219,6 +219,16 @@ def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime, position:
     p.initialized.discard(data["nodeclaim"])
     if claim is not None and claim.node is not None and p.node_claims.get(claim.node) == data["nodeclaim"]:
         del p.node_claims[claim.node]
+    for key in [k for k in p.said if k[0] == data["nodeclaim"]]:
+        del p.said[key]
+    _forget_finished(p)
+
+
+def _forget_finished(p: Projection) -> None:
+    """A completed command matters while its candidates drain (its replacements count as
+    nominated); once they are gone, nothing reads it: a long run keeps only live commands."""
+    for name in [n for n, c in p.commands.items() if c.completed and not any(k in p.claims for k in c.candidates)]:
+        del p.commands[name]
 
 
 def _node_registered(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
@@ -321,15 +331,14 @@ def _validated(p: Projection, data: Mapping[str, Any], at: datetime, position: i
 
 
 def _cancelled(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    command = p.commands.get(data["decision_id"])
-    if command is not None:
-        command.cancelled, command.version = True, command.version + 1
+    p.commands.pop(data["decision_id"], None)  # nothing reads a cancelled command
 
 
 def _completed(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
     command = p.commands.get(data["decision_id"])
     if command is not None:
         command.completed, command.version = True, command.version + 1
+        _forget_finished(p)
 
 
 def _blocked(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:

@@ -133,6 +133,12 @@ class DisruptionService:
 
     async def _take_over(self) -> None:
         await self.consumer.reach(await self.store.head_position())
+        await self._load_catalog()  # a command inherited mid-way is re-checked before the first pass
+
+    async def _load_catalog(self) -> None:
+        """The instance types and prices: a re-check without them finds no move for any pod."""
+        if not self.catalog:
+            self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
 
     async def _follow(self, stopping: asyncio.Event) -> None:
         checked = time.monotonic()
@@ -152,8 +158,7 @@ class DisruptionService:
     async def disrupt(self, now: datetime) -> list[str]:
         """One pass: the forceful commands of every pool, then the first graceful method that
         finds one; each reserved or said blocked. The decision ids recorded."""
-        if not self.catalog:
-            self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
+        await self._load_catalog()
         counters = await self.store.counters()
         started = time.perf_counter()
         world = build(self.projection, counters, self.catalog, now, spot_to_spot=self.spot_to_spot)

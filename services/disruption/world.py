@@ -109,7 +109,7 @@ def _awaited(projection: Projection) -> set[str]:
     them, so they are as good as nominated (upstream records the nominations when it starts)."""
     out: set[str] = set()
     for command in projection.commands.values():
-        if command.cancelled or not command.replacements:
+        if not command.replacements:
             continue
         if any(name in projection.claims for name in command.kept or command.candidates):
             out.update(command.replacements)

@@ -36,6 +36,7 @@ async def test_a_replica_killed_mid_drain_leaves_it_to_another_and_no_pod_is_evi
             {"name": "db", "replicas": 2, "requests": {"cpu": "1"}, "pdb": {"maxUnavailable": 0}},
         ],
         grace="20m",
+        at="30m",  # well after the processes are up: they take seconds, minutes of the shared clock
     )
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(document))

@@ -117,3 +117,16 @@ def test_a_replacement_is_not_a_candidate_while_its_command_is_under_way():
     states = {n.state.nodeclaim: n.state for n in world.nodes}
     assert states["r"].nominated and states["a"].deleting
     assert graceful(world).found == []
+
+
+def test_finished_commands_leave_the_projection_so_a_long_run_keeps_only_live_ones():
+    from tests.factories import terminated
+
+    base = [applied("p"), *node("a"), *node("b"), decided("d", "p", "Empty", ["a"]), decided("e", "p", "Empty", ["b"])]
+    cancelled = c.DisruptionCancelled(decision_id="d", nodepool="p", reason="Empty", candidates=["a"])
+    completed = c.DisruptionCompleted(decision_id="e", nodepool="p", reason="Empty")
+    projection, _ = fold([*base, cancelled, completed])
+    assert set(projection.commands) == {"e"}  # its candidate still drains
+    assert [c_.decision_id for c_ in projection.live_commands()] == []
+    projection, _ = fold([*base, cancelled, completed, terminated("b", "p")])
+    assert projection.commands == {}
