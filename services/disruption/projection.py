@@ -270,7 +270,7 @@ def _pod_pending(p: Projection, data: Mapping[str, Any], at: datetime, position:
 
 def _pod_bound(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
     pod = _pod(p, data)
-    for key in ("uid", "requests", "labels", "owner_kind", "affinity"):
+    for key in ("uid", "requests", "labels", "owner_kind", "affinity", "annotations", "tolerations", "priority"):
         if data.get(key):
             pod.spec[key] = data[key]
     pod.spec.setdefault("namespace", data["namespace"])

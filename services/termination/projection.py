@@ -183,6 +183,10 @@ def _pod_pending(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     pod = _pod(p, data)
     pod.uid = data.get("uid") or pod.uid
     pod.owner_kind = data.get("owner_kind")
+    _drain_facts(pod, data)
+
+
+def _drain_facts(pod: Pod, data: Mapping[str, Any]) -> None:
     pod.priority_class = data.get("priority_class_name")
     pod.annotations = dict(data.get("annotations") or {})
     pod.tolerations = list(data.get("tolerations") or [])
@@ -194,6 +198,8 @@ def _pod_bound(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     pod = _pod(p, data)
     pod.uid = data.get("uid") or pod.uid
     pod.owner_kind = data.get("owner_kind") or pod.owner_kind
+    if "annotations" in data:  # PodBound recorded before it carried them leaves PodPending's
+        _drain_facts(pod, data)
     if pod.node is not None:
         p.on_node.get(pod.node, set()).discard(f"{pod.namespace}/{pod.name}")
     pod.node, pod.started_at = data["node"], at

@@ -144,6 +144,7 @@ class Facts:
                 labels=obj.get("labels") or {},
                 affinity=obj.get("affinity") or None,
                 owner_kind=obj.get("ownerKind"),
+                **_disruption_facts(obj),
             )
             out.append(Fact(bound, fact_id("PodBound", uid)))
         elif not node and obj.get("unschedulable") and not known.pending:
@@ -348,16 +349,24 @@ def _pending(namespace: str, name: str, uid: str, obj: Mapping[str, Any]) -> c.P
         node_selector=obj.get("nodeSelector") or {},
         affinity=obj.get("affinity"),
         topology_spread_constraints=obj.get("topologySpreadConstraints") or [],
-        tolerations=obj.get("tolerations") or [],
         labels=obj.get("labels") or {},
-        annotations=obj.get("annotations") or {},
         owner_kind=obj.get("ownerKind"),
         owner_name=obj.get("ownerName"),
-        priority_class_name=obj.get("priorityClassName"),
-        priority=obj.get("priority") or 0,
-        termination_grace_period_seconds=obj.get("terminationGracePeriodSeconds"),
         message=obj.get("unschedulable"),
+        **_disruption_facts(obj),
     )
+
+
+def _disruption_facts(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What disruption and termination read of a pod, on PodPending and PodBound alike: a pod
+    that binds at once is never pending, and its do-not-disrupt must hold all the same."""
+    return {
+        "tolerations": obj.get("tolerations") or [],
+        "annotations": obj.get("annotations") or {},
+        "priority_class_name": obj.get("priorityClassName"),
+        "priority": obj.get("priority") or 0,
+        "termination_grace_period_seconds": obj.get("terminationGracePeriodSeconds"),
+    }
 
 
 def _versioned(

@@ -185,6 +185,14 @@ class PodBound(PodEvent):
     affinity: dict[str, Any] | None = Field(
         default=None, description="the pod spec's affinity, API shape (absent from facts recorded before it)"
     )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="do-not-disrupt, the deletion cost: a pod bound at once was never PodPending",
+    )
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    priority_class_name: str | None = None
+    priority: int = 0
+    termination_grace_period_seconds: int | None = None
 
 
 class PodDeleted(PodEvent):
