@@ -357,14 +357,3 @@ def test_b23_an_uninitialized_not_ready_claim_consumes_nothing_until_it_initiali
     assert replay(entries(pool)).pools["p"].disrupting == {}
     out = replay(entries([*pool, initialized("new", "p")]))
     assert out.violations == [] and out.pools["p"].disrupting == {"new": ["NotReady", ""]}
-
-
-def test_b22_allowed_disruptions_never_go_negative():
-    from shared.api.nodepool import DisruptionReason, NodePool
-    from shared.policy.budgets import DisruptionBudgets
-    from tests.conftest import nodepool_doc
-
-    doc = nodepool_doc()
-    doc["spec"].setdefault("disruption", {})["budgets"] = [{"nodes": "10%"}]
-    status = DisruptionBudgets.of(NodePool.model_validate(doc)).status(T0, 10, 10)
-    assert status.allowed(DisruptionReason.EMPTY) == 1 and status.remaining(DisruptionReason.EMPTY) == 0
