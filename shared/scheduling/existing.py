@@ -3,15 +3,14 @@ without trying each of a large cluster's nodes.
 
 The order is the pass's own (initialized first, then by name). A node's labels and taints do not
 change within a pass, so which nodes a pod's tolerations, requirements and zones allow is found
-once per such signature; a node without room for the batch's smallest pod leaves for good; and
-each signature keeps a ceiling of the free cpu and memory among its nodes (room only shrinks), so
-a pod larger than that skips the scan.
+once per such signature. Each signature's nodes sit in a max tree of their free cpu, memory and
+pod slots: a pod descends to the first node with room, passing over whole runs of full nodes
+(a cluster of 10,000 mostly full nodes made each pod try hundreds of them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -22,90 +21,120 @@ from shared.scheduling.topology import Blocked
 if TYPE_CHECKING:
     from shared.scheduling.packing import NodeCapacity, PendingPod
 
-_CEILING = ("cpu", "memory")
+_ANY = Decimal("-Infinity")  # a resource the pod does not ask for: any amount will do
+_NONE = Decimal("-Infinity")  # an empty branch
 
 
-@dataclass(slots=True)
-class _Allowed:
-    """The nodes one signature allows, in order, and a ceiling on their free cpu and memory."""
+class _Tree:
+    """The nodes one signature allows, in order, under a max tree of free cpu, memory, pods."""
 
-    indices: list[int]
-    ceiling: dict[str, Decimal]
+    __slots__ = ("cpu", "indices", "memory", "pods", "size")
+
+    def __init__(self, indices: list[int], nodes: list[NodeCapacity]) -> None:
+        self.indices = indices
+        size = 1
+        while size < len(indices):
+            size *= 2
+        self.size = size
+        self.cpu = [_NONE] * (2 * size)
+        self.memory = [_NONE] * (2 * size)
+        self.pods = [_NONE] * (2 * size)
+        for position, index in enumerate(indices):
+            free = nodes[index].free
+            leaf = size + position
+            self.cpu[leaf] = free.get("cpu", ZERO)
+            self.memory[leaf] = free.get("memory", ZERO)
+            self.pods[leaf] = free.get("pods", ZERO)
+        for k in range(size - 1, 0, -1):
+            self._pull(k)
+
+    def _pull(self, k: int) -> None:
+        left, right = 2 * k, 2 * k + 1
+        cpu, memory, pods = self.cpu, self.memory, self.pods
+        cpu[k] = cpu[left] if cpu[left] >= cpu[right] else cpu[right]
+        memory[k] = memory[left] if memory[left] >= memory[right] else memory[right]
+        pods[k] = pods[left] if pods[left] >= pods[right] else pods[right]
+
+    def update(self, position: int, free: Mapping[str, Decimal]) -> None:
+        k = self.size + position
+        self.cpu[k] = free.get("cpu", ZERO)
+        self.memory[k] = free.get("memory", ZERO)
+        self.pods[k] = free.get("pods", ZERO)
+        k //= 2
+        while k:
+            self._pull(k)
+            k //= 2
+
+    def first(self, cpu: Decimal, memory: Decimal, accept: Callable[[int], bool]) -> int | None:
+        """The first node, in order, under branches with room that `accept` takes."""
+        stack = [1]
+        size, cpus, memories, pods = self.size, self.cpu, self.memory, self.pods
+        while stack:
+            k = stack.pop()
+            if cpus[k] < cpu or memories[k] < memory or pods[k] < 1:
+                continue
+            if k >= size:
+                index = self.indices[k - size]
+                if accept(index):
+                    return index
+                continue
+            stack.append(2 * k + 1)
+            stack.append(2 * k)
+        return None
 
 
 class NodeIndex:
-    def __init__(self, nodes: list[NodeCapacity], smallest: Mapping[str, Decimal]) -> None:
+    def __init__(self, nodes: list[NodeCapacity]) -> None:
         """`nodes` in the pass's order, copies the pass may take room from."""
         self.nodes = nodes
-        self.smallest = dict(smallest)
-        self._open = [self._has_room(n, self.smallest) for n in nodes]
-        self._allowed: dict[Hashable, _Allowed] = {}
+        self._trees: dict[Hashable, _Tree] = {}
+        self._leaves: list[list[tuple[_Tree, int]]] = [[] for _ in nodes]  # per node: where it sits
 
     def take(self, pod: PendingPod, blocked: Blocked, zones: list[str] | None) -> NodeCapacity | None:
         """The first node that takes the pod; its room is taken."""
         if not self.nodes:
             return None
-        allowed = self._allowed_for(pod, zones)
-        requests = pod.requests
-        if any(name in requests and requests[name] > allowed.ceiling[name] for name in _CEILING):
-            return None
-        indices, nodes, open_ = allowed.indices, self.nodes, self._open
-        found: int | None = None
-        kept: list[int] = []
-        scanned = 0
-        for scanned, index in enumerate(indices, 1):  # noqa: B007 - `scanned` is read below
-            if not open_[index]:
-                continue
-            kept.append(index)
+        requests, nodes = pod.requests, self.nodes
+
+        def accept(index: int) -> bool:
             node = nodes[index]
-            if self._has_room(node, requests) and node.name not in blocked:
-                found = index
-                break
-        else:
-            allowed.ceiling = self._ceiling(kept)
-        if len(kept) < scanned:  # drop the done nodes seen
-            indices[:scanned] = kept
+            return _has_room(node, requests) and node.name not in blocked
+
+        tree = self._tree_for(pod, zones)
+        found = tree.first(requests.get("cpu", _ANY), requests.get("memory", _ANY), accept)
         if found is None:
             return None
         node = nodes[found]
         for name, value in requests.items():
             node.free[name] = node.free.get(name, ZERO) - value
         node.free["pods"] = node.free.get("pods", ZERO) - 1
-        if not self._has_room(node, self.smallest):
-            open_[found] = False
+        for holder, position in self._leaves[found]:
+            holder.update(position, node.free)
         return node
 
-    def _allowed_for(self, pod: PendingPod, zones: list[str] | None) -> _Allowed:
+    def _tree_for(self, pod: PendingPod, zones: list[str] | None) -> _Tree:
         key = (
             frozenset(pod.requirements.values()) if pod.requirements else None,
             tuple((t.key, t.operator, t.value, t.effect) for t in pod.tolerations),
             None if zones is None else tuple(zones),
         )
-        known = self._allowed.get(key)
-        if known is None:
+        tree = self._trees.get(key)
+        if tree is None:
             indices = [
                 i
                 for i, node in enumerate(self.nodes)
-                if self._open[i]
-                and tolerated(pod.tolerations, node.taints) is None
+                if tolerated(pod.tolerations, node.taints) is None
                 and pod.requirements.labels_allowed(node.labels)
                 and (zones is None or node.labels.get(ZONE_LABEL) in zones)
             ]
-            known = self._allowed[key] = _Allowed(indices, self._ceiling(indices))
-        return known
+            tree = self._trees[key] = _Tree(indices, self.nodes)
+            for position, index in enumerate(indices):
+                self._leaves[index].append((tree, position))
+        return tree
 
-    def _ceiling(self, indices: list[int]) -> dict[str, Decimal]:
-        out = dict.fromkeys(_CEILING, Decimal(-1))
-        for index in indices:
-            if self._open[index]:
-                free = self.nodes[index].free
-                for name in _CEILING:
-                    out[name] = max(out[name], free.get(name, ZERO))
-        return out
 
-    @staticmethod
-    def _has_room(node: NodeCapacity, requests: Mapping[str, Decimal]) -> bool:
-        free = node.free
-        if free.get("pods", ZERO) < 1:
-            return False
-        return all(value <= free.get(name, ZERO) for name, value in requests.items())
+def _has_room(node: NodeCapacity, requests: Mapping[str, Decimal]) -> bool:
+    free = node.free
+    if free.get("pods", ZERO) < 1:
+        return False
+    return all(value <= free.get(name, ZERO) for name, value in requests.items())

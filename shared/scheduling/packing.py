@@ -184,7 +184,7 @@ def schedule(
     topology = Topology(running)
     queue = sorted(pods, key=_queue_order)
     smallest = _smallest(queue)
-    existing = NodeIndex(sorted((n.copy() for n in nodes), key=lambda n: (not n.initialized, n.name)), smallest)
+    existing = NodeIndex(sorted((n.copy() for n in nodes), key=lambda n: (not n.initialized, n.name)))
     ordered_pools = _ordered(pools)
     remaining = {p.name: dict(p.remaining) if p.remaining is not None else None for p in ordered_pools}
     if options is None:
@@ -231,7 +231,7 @@ def schedule(
 
 def _smallest(pods: Sequence[PendingPod]) -> dict[str, Decimal]:
     """The least cpu and memory a pod of the batch asks for (a resource some pod does not ask
-    for is left out): a node or claim without that much room is done for the pass."""
+    for is left out): a claim without that much room is done for the pass."""
     out: dict[str, Decimal] = {}
     for name in ("cpu", "memory"):
         values = [p.requests.get(name) for p in pods]

@@ -109,7 +109,7 @@ def batches(draw):
             },
             initialized=draw(st.booleans()),
         )
-        for i in range(draw(st.integers(0, 6)))
+        for i in range(draw(st.integers(0, 12)))
     ]
     pools = []
     for name in draw(st.lists(st.sampled_from(["p1", "p2", "p3"]), min_size=1, max_size=3, unique=True)):
