@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from itertools import count
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from benchmarks.scheduling import catalog as benchmark_catalog
 from benchmarks.scheduling import pods as benchmark_pods
 from shared.api.core import Requirement, Taint, Toleration
 from shared.api.pod import PodAffinityTerm, TopologySpreadConstraint
-from shared.scheduling import packing
+from shared.scheduling import existing, packing
 from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Offer
 from shared.scheduling.packing import Bound, NodeCapacity, PendingPod, PoolTemplate
 from shared.scheduling.requirements import Requirements
@@ -140,10 +141,11 @@ def batches(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(batches())
-def test_the_indexed_pass_makes_the_plan_the_old_pass_made(case):
+@given(batches(), st.booleans())
+def test_the_indexed_pass_makes_the_plan_the_old_pass_made(case, trees_at_once):
     pods, nodes, pools, daemonsets, running = case
-    schedule(pods, nodes, pools, CATALOG, daemonsets=daemonsets, running=running)  # compares itself
+    with patch.object(existing, "SCAN_FIRST", 0 if trees_at_once else existing.SCAN_FIRST):  # both node paths
+        schedule(pods, nodes, pools, CATALOG, daemonsets=daemonsets, running=running)  # compares itself
 
 
 def test_the_benchmarks_shape_makes_the_same_plan():
