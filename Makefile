@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bus
 	$(BIN)/python -m benchmarks.strict_limits
 	$(BIN)/python -m benchmarks.scheduling
+	$(BIN)/python -m benchmarks.scheduler_scale
 	$(BIN)/python -m benchmarks.termination
 	$(BIN)/python -m benchmarks.consolidation
 

@@ -25,6 +25,7 @@ def main(port: Annotated[int, typer.Option("--port", help="health and metrics po
             idle=timedelta(seconds=config.batch_idle_duration),
             longest=timedelta(seconds=config.batch_max_duration),
             cluster=sim,
+            timeout=timedelta(seconds=config.scheduling_timeout),
         ),
     )
 

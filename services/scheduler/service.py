@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -42,7 +42,7 @@ from shared.runtime.leading import lead, quiet, wait
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
-from shared.scheduling.packing import PlannedClaim, schedule
+from shared.scheduling.packing import Bound, Plan, PlannedClaim, schedule
 from shared.scheduling.requirements import Requirements
 from shared.scheduling.view import ClaimInFlight, Projection
 from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
@@ -52,6 +52,7 @@ PRODUCER = "scheduler"
 LEADER_LOCK = 0x6E77_7363_6864  # "nwschd"
 IDLE = timedelta(seconds=1)
 LONGEST = timedelta(seconds=10)
+PASS_TIMEOUT = timedelta(minutes=1)  # upstream's Solve gives up after a minute
 LAUNCHES_AT_ONCE = 16
 LOCK_CHECK_SECONDS = 2.0
 INSTANCE_GONE = "InstanceTerminated"
@@ -95,11 +96,17 @@ class SchedulerService:
         idle: timedelta = IDLE,
         longest: timedelta = LONGEST,
         cluster: Cluster | None = None,
+        timeout: timedelta = PASS_TIMEOUT,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`cluster`: where the pods' FailedScheduling and Nominated events go (none: nowhere)."""
+        """`cluster`: where the pods' FailedScheduling and Nominated events go (none: nowhere);
+        `timeout`: how long one pass may compute, on `monotonic` (real time: the work is this
+        process's, not the simulated clock's), before it launches what it planned and leaves
+        the rest to the next pass."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.recorder = Recorder(cluster)
         self.idle, self.longest = idle, longest
+        self.timeout, self.monotonic = timeout, monotonic
         self.projection = Projection()
         self.unavailable = UnavailableOfferings()
         self.catalog: list[InstanceOption] = []
@@ -130,6 +137,14 @@ class SchedulerService:
             "karpenter_scheduler_scheduling_duration_seconds", "Duration of one scheduling pass.", registry=registry
         )
         self.queue = Gauge("karpenter_scheduler_queue_depth", "Pods waiting for a pass.", registry=registry)
+        self.timeouts = Counter(
+            "nodewright_scheduler_pass_timeouts_total",
+            "Passes that reached their time bound and left pods to the next pass.",
+            registry=registry,
+        )
+        self.deferred = Gauge(
+            "nodewright_scheduler_deferred_pods", "Pods the last pass left to the next one.", registry=registry
+        )
         self.usage = Gauge(
             "karpenter_nodepools_usage", "Resources a NodePool uses.", ["nodepool", "resource_type"], registry=registry
         )
@@ -235,6 +250,7 @@ class SchedulerService:
             for resource, quantity in (pool.spec.limits or {}).items():
                 self.limit.labels(name, resource_type(resource)).set(float(quantity.value))
         with self.duration.time():
+            started = self.monotonic()
             plan = schedule(
                 self.projection.plannable(),
                 self.projection.capacity(),
@@ -244,7 +260,9 @@ class SchedulerService:
                 unavailable=self.unavailable,
                 now=now,
                 running=self.projection.running(),
+                bound=Bound(deadline=started + self.timeout.total_seconds(), clock=self.monotonic),
             )
+        self._timed_out(plan)
         self.unschedulable.set(len(plan.unplaced))
         self.ignored.set(len(plan.ignored))
         events = [
@@ -260,6 +278,22 @@ class SchedulerService:
         launched = await self.launch_unlaunched(now)
         await self.recorder.publish(events, now)  # after the launches: events never hold them up
         return launched
+
+    def _timed_out(self, plan: Plan) -> None:
+        """A pass that hit its bound says so; the pods it did not reach start the next batch."""
+        self.deferred.set(len(plan.deferred))
+        if not plan.timed_out:
+            return
+        self.timeouts.inc()
+        self.projection.changed = True
+        planned = len(plan.placed) + sum(len(c.pods) for c in plan.claims)
+        log.warning(
+            "scheduling pass stopped at its %.0f s bound: %d pods planned, %d unschedulable, %d left to the next pass",
+            self.timeout.total_seconds(),
+            planned,
+            len(plan.unplaced),
+            len(plan.deferred),
+        )
 
     def _uid(self, pod: str) -> str:
         known = self.projection.pending.get(pod)

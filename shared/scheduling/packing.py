@@ -14,18 +14,26 @@ planned in this pass, or onto new NodeClaims of the first NodePool that fits.
   alone, as upstream does.
 - Topology (`topology.py`): zone and hostname spread, zone affinity, hostname anti-affinity; a
   claim that takes a zone-constrained pod is pinned to the zone chosen for it.
+- A pod finds its node and claim through indexes (`existing`, `candidates`) that keep this
+  order but pass over what cannot take it, so a pass costs near-linearly in its pods; the plan
+  is the one the pass made trying each in turn (checked against that pass in the tests).
+- A `Bound` (the caller's deadline and clock) stops the pass early: what is planned stands, the
+  pods not looked at are `Plan.deferred` to the next pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 
-from shared.api.core import Operator, Taint, TaintEffect, Toleration
+from shared.api.core import Operator, Taint, Toleration
 from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodepool import NODES_RESOURCE
+from shared.scheduling.candidates import ClaimIndex
+from shared.scheduling.existing import NodeIndex
+from shared.scheduling.fitting import Fitting
 from shared.scheduling.offerings import (
     DaemonSetPods,
     InstanceOption,
@@ -34,6 +42,7 @@ from shared.scheduling.offerings import (
     pool_options,
 )
 from shared.scheduling.requirements import Requirements, ValueSet
+from shared.scheduling.rules import min_values_met, pin, tolerated, with_pod
 from shared.scheduling.topology import PodTopology, Running, Topology
 
 MAX_INSTANCE_TYPES = 60
@@ -92,17 +101,10 @@ class PlannedClaim:
     zone_set: frozenset[str] = frozenset()  # the zones its options offer
     taints: tuple[Taint, ...] = ()  # its pool's: every pod on it must tolerate them
 
-    def narrowed(self, options: list[Option], fitting: _Fitting) -> None:
+    def narrowed(self, options: list[Option], fitting: Fitting) -> None:
         """New options (after a requirement narrowed them), and what is derived from them."""
         self.options = options
         self.largest, self.zone_set = fitting.derived(options)
-
-    def could_hold(self, requests: Mapping[str, Decimal]) -> bool:
-        """A cheap first look: whether even its largest option has room for these requests more."""
-        used, largest = self.used, self.largest
-        if used.get("pods", _ZERO) + 1 > largest.get("pods", _ZERO):
-            return False
-        return all(used.get(k, _ZERO) + v <= largest.get(k, _ZERO) for k, v in requests.items())
 
     def holds(self, used: Mapping[str, Decimal]) -> bool:
         """Whether some option has room for `used` (the largest ones are looked at first)."""
@@ -116,7 +118,7 @@ class PlannedClaim:
         for option in self.options:
             if option.holds(self.used):
                 kept.append(option)
-                if len(kept) >= MAX_INSTANCE_TYPES and _min_values_met(self.requirements, kept, self.used):
+                if len(kept) >= MAX_INSTANCE_TYPES and min_values_met(self.requirements, kept, self.used):
                     break
         self.options = kept
         self.zone_set = frozenset(offer.zone for o in kept for offer in o.offers)
@@ -139,15 +141,26 @@ class Plan:
     claims: list[PlannedClaim] = field(default_factory=list)
     unplaced: dict[str, str] = field(default_factory=dict)  # pod -> why, in upstream's words
     ignored: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)  # not looked at: the pass hit its bound
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.deferred)
 
 
-def _largest(options: Iterable[Option]) -> dict[str, Decimal]:
-    out: dict[str, Decimal] = {}
-    for option in options:
-        for name, value in option.room.items():
-            if value > out.get(name, _ZERO):
-                out[name] = value
-    return out
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """When a pass stops, asked before each pod: once `clock()` reaches `deadline` (the
+    caller's clock and deadline: the core reads no clock of its own), or after `pods` pods."""
+
+    deadline: float | None = None
+    clock: Callable[[], float] | None = None
+    pods: int | None = None
+
+    def over(self, position: int) -> bool:
+        if self.pods is not None and position >= self.pods:
+            return True
+        return self.deadline is not None and self.clock is not None and self.clock() >= self.deadline
 
 
 def schedule(
@@ -161,43 +174,48 @@ def schedule(
     now: datetime | None = None,
     running: Iterable[Running] = (),
     options: Mapping[str, list[Option]] | None = None,
+    bound: Bound | None = None,
 ) -> Plan:
     """`running`: the pods already running, for the topology rules (`topology.Running`);
     `options`: `option_table`'s answer for these pools, when the caller plans many times over
-    the same pools and catalog (a consolidation's simulations)."""
+    the same pools and catalog (a consolidation's simulations); `bound`: when to stop (upstream
+    gives a pass a minute), after which the pods not looked at wait in `Plan.deferred`."""
     plan = Plan()
     topology = Topology(running)
-    existing = sorted((n.copy() for n in nodes), key=lambda n: (not n.initialized, n.name))
+    queue = sorted(pods, key=_queue_order)
+    smallest = _smallest(queue)
+    existing = NodeIndex(sorted((n.copy() for n in nodes), key=lambda n: (not n.initialized, n.name)))
     ordered_pools = _ordered(pools)
     remaining = {p.name: dict(p.remaining) if p.remaining is not None else None for p in ordered_pools}
     if options is None:
         options = option_table(ordered_pools, catalog, daemonsets=daemonsets, unavailable=unavailable, now=now)
-    known_zones = {z for n in existing if (z := n.labels.get(ZONE_LABEL))} | {
+    known_zones = {z for n in existing.nodes if (z := n.labels.get(ZONE_LABEL))} | {
         offer.zone for pool_options_ in options.values() for o in pool_options_ for offer in o.offers
     }
-    fitting = _Fitting(catalog)
-    by_size: dict[int, list[PlannedClaim]] = {}  # claims by their number of pods: fewest first
-    for pod in sorted(pods, key=_queue_order):
+    fitting = Fitting(catalog)
+    claims = ClaimIndex(fitting, smallest)
+    for position, pod in enumerate(queue):
+        if bound is not None and bound.over(position):
+            plan.deferred = [p.key for p in queue[position:]]
+            break
         if pod.daemonset or _avoids_nodepools(pod):
             plan.ignored.append(pod.key)
             continue
         zones = _zones_for(pod, topology, known_zones)
-        node = next((n for n in existing if _fits_node(pod, n) and _node_allowed(pod, n, topology, zones)), None)
+        blocked = topology.blocker(pod.topology)
+        node = existing.take(pod, blocked, zones)
         if node is not None:
-            for name, value in pod.requests.items():
-                node.free[name] = node.free.get(name, _ZERO) - value
-            node.free["pods"] = node.free.get("pods", _ZERO) - 1
             plan.placed[pod.key] = node.name
             topology.record(pod.topology, node.labels.get(ZONE_LABEL), node.name)
             continue
-        claim = _first_taking(pod, by_size, topology, zones, fitting)
+        claim = claims.take(pod, blocked, zones)
         if claim is None:
             reasons = []
             for pool in ordered_pools:
                 why = _new_claim(pod, pool, options[pool.name], remaining, plan, zones, fitting)
                 if why is None:
                     claim = plan.claims[-1]
-                    by_size.setdefault(1, []).append(claim)
+                    claims.add(claim)
                     break
                 reasons.append(f'incompatible with nodepool "{pool.name}", {why}')
             else:
@@ -211,26 +229,15 @@ def schedule(
     return plan
 
 
-def _first_taking(
-    pod: PendingPod,
-    by_size: dict[int, list[PlannedClaim]],
-    topology: Topology,
-    zones: list[str] | None,
-    fitting: _Fitting,
-) -> PlannedClaim | None:
-    """The claim of this pass, fewest pods first, that takes the pod (and moves up a size)."""
-    blocked = topology.blocked_hosts(pod.topology)
-    for size in sorted(by_size):
-        for index, claim in enumerate(by_size[size]):
-            if claim.id in blocked:
-                continue
-            if claim.could_hold(pod.requests) and _add_to_claim(pod, claim, topology, zones, fitting):
-                del by_size[size][index]
-                if not by_size[size]:
-                    del by_size[size]
-                by_size.setdefault(size + 1, []).append(claim)
-                return claim
-    return None
+def _smallest(pods: Sequence[PendingPod]) -> dict[str, Decimal]:
+    """The least cpu and memory a pod of the batch asks for (a resource some pod does not ask
+    for is left out): a claim without that much room is done for the pass."""
+    out: dict[str, Decimal] = {}
+    for name in ("cpu", "memory"):
+        values = [p.requests.get(name) for p in pods]
+        if values and all(v is not None for v in values):
+            out[name] = min(v for v in values if v is not None)
+    return out
 
 
 def _zones_for(pod: PendingPod, topology: Topology, known: set[str]) -> list[str] | None:
@@ -239,33 +246,6 @@ def _zones_for(pod: PendingPod, topology: Topology, known: set[str]) -> list[str
         return None
     wanted = pod.requirements.get(ZONE_LABEL)
     return topology.zones_allowed(pod.topology, (z for z in known if wanted is None or wanted.has(z)))
-
-
-def _node_allowed(pod: PendingPod, node: NodeCapacity, topology: Topology, zones: list[str] | None) -> bool:
-    if zones is not None and node.labels.get(ZONE_LABEL) not in zones:
-        return False
-    return node.name not in topology.blocked_hosts(pod.topology)
-
-
-def _pinned_to(claim: PlannedClaim, zones: list[str]) -> bool:
-    """Whether the claim is pinned already to the zone the rules would pick for it."""
-    pinned = claim.requirements.get(ZONE_LABEL)
-    if pinned is None or pinned.complement or len(pinned.values) != 1:
-        return False
-    best = next((z for z in zones if z in claim.zone_set), None)
-    return best is not None and best in pinned.values
-
-
-def _pin(requirements: Requirements, zones: list[str] | None, offered: Iterable[str]) -> bool:
-    """Pin the requirements to the best zone the rules allow and the options offer; False if none."""
-    if zones is None:
-        return True
-    offered = set(offered)
-    zone = next((z for z in zones if z in offered), None)
-    if zone is None:
-        return False
-    requirements.add(ValueSet.exactly(ZONE_LABEL, zone))
-    return True
 
 
 def _ordered(pools: Iterable[PoolTemplate]) -> list[PoolTemplate]:
@@ -314,130 +294,6 @@ def _avoids_nodepools(pod: PendingPod) -> bool:
     return wanted is not None and wanted.operator == Operator.DOES_NOT_EXIST
 
 
-def _tolerated(tolerations: Sequence[Toleration], taints: Iterable[Taint]) -> str | None:
-    for taint in taints:
-        if taint.effect != TaintEffect.PREFER_NO_SCHEDULE and not any(t.tolerates(taint) for t in tolerations):
-            return f"did not tolerate {taint.key}={taint.value or ''}:{taint.effect}"
-    return None
-
-
-def _fits_node(pod: PendingPod, node: NodeCapacity) -> bool:
-    if _tolerated(pod.tolerations, node.taints) is not None:
-        return False
-    if not pod.requirements.labels_allowed(node.labels):
-        return False
-    if node.free.get("pods", _ZERO) < 1:
-        return False
-    return all(value <= node.free.get(name, _ZERO) for name, value in pod.requests.items())
-
-
-class _Fitting:
-    """What requirements leave of a claim's options, for one pass. A pass asks the same few
-    questions thousands of times, so it remembers: which instance types each distinct set of
-    label requirements allows, each option narrowed to the zones and capacity types allowed,
-    and the answers for each list of options it was given (lists are never changed in place)."""
-
-    def __init__(self, catalog: Sequence[InstanceOption]) -> None:
-        self.catalog = catalog
-        self.label_keys = {key for it in catalog for key in it.labels}
-        self._allowed: dict[tuple[ValueSet, ...], frozenset[str]] = {}
-        self._narrowed: dict[tuple[ValueSet | None, ValueSet | None], dict[int, Option | None]] = {}
-        self._answers: dict[
-            tuple[int, frozenset[str] | None, ValueSet | None, ValueSet | None], tuple[list[Option], list[Option]]
-        ] = {}  # each answer keeps the list it was asked about alive, so its id is never reused
-        self._derived: dict[int, tuple[list[Option], dict[str, Decimal], frozenset[str]]] = {}
-
-    def allowed(self, requirements: Requirements) -> frozenset[str] | None:
-        """Names of the types whose labels these requirements allow; None: all of them."""
-        relevant = tuple(sorted((v for k, v in requirements.items() if k in self.label_keys), key=lambda v: v.key))
-        if not relevant:
-            return None
-        names = self._allowed.get(relevant)
-        if names is None:
-            wanted = Requirements(relevant)
-            names = frozenset(it.name for it in self.catalog if not it.requirements.intersects(wanted))
-            self._allowed[relevant] = names
-        return names
-
-    def __call__(self, options: list[Option], requirements: Requirements) -> list[Option]:
-        """The options whose type and offers the requirements allow."""
-        names = self.allowed(requirements)
-        zones, types = requirements.get(ZONE_LABEL), requirements.get(CAPACITY_TYPE_LABEL)
-        key = (id(options), names, zones, types)
-        hit = self._answers.get(key)
-        if hit is not None and hit[0] is options:
-            return hit[1]
-        fitting = [o for o in options if names is None or o.instance.name in names]
-        if zones is not None or types is not None:
-            cache = self._narrowed.setdefault((zones, types), {})
-            out = []
-            for option in fitting:
-                narrowed = cache.get(id(option), option)
-                if narrowed is option and id(option) not in cache:
-                    narrowed = cache[id(option)] = _narrow(option, zones, types)
-                if narrowed is not None:
-                    out.append(narrowed)
-            fitting = out
-        self._answers[key] = (options, fitting)
-        self.derived(fitting)
-        return fitting
-
-    def derived(self, options: list[Option]) -> tuple[dict[str, Decimal], frozenset[str]]:
-        """The largest room per resource and the zones of a list of options."""
-        known = self._derived.get(id(options))
-        if known is None or known[0] is not options:
-            zones = frozenset().union(*(o.zones for o in options)) if options else frozenset()
-            known = self._derived[id(options)] = (options, _largest(options), zones)
-        return known[1], known[2]
-
-
-def _narrow(option: Option, zones: ValueSet | None, types: ValueSet | None) -> Option | None:
-    offers = tuple(
-        o
-        for o in option.offers
-        if (zones is None or zones.has(o.zone)) and (types is None or types.has(o.capacity_type))
-    )
-    if not offers:
-        return None
-    return option if offers == option.offers else Option(option.instance, offers, option.room)
-
-
-def _with(used: Mapping[str, Decimal], pod: PendingPod) -> dict[str, Decimal]:
-    out = dict(used)
-    for name, value in pod.requests.items():
-        out[name] = out.get(name, _ZERO) + value
-    out["pods"] = out.get("pods", _ZERO) + 1
-    return out
-
-
-def _add_to_claim(
-    pod: PendingPod, claim: PlannedClaim, topology: Topology, zones: list[str] | None, fitting: _Fitting
-) -> bool:
-    if claim.taints and _tolerated(pod.tolerations, claim.taints) is not None:
-        return False
-    if pod.requirements and claim.requirements.compatible(pod.requirements):
-        return False
-    used = _with(claim.used, pod)
-    if not pod.requirements and (zones is None or _pinned_to(claim, zones)):  # only room matters
-        if not claim.holds(used) or not _min_values_met(claim.requirements, claim.options, used):
-            return False
-        claim.used = used
-        claim.pods.append(pod.key)
-        return True
-    merged = Requirements(claim.requirements.values())
-    for key in pod.requirements:
-        merged.add(pod.requirements[key])
-    if not _pin(merged, zones, claim.zone_set):
-        return False
-    options = fitting(claim.options, merged)
-    if not any(o.holds(used) for o in reversed(options)) or not _min_values_met(merged, options, used):
-        return False
-    claim.requirements, claim.used = merged, used
-    claim.narrowed(options, fitting)
-    claim.pods.append(pod.key)
-    return True
-
-
 def _new_claim(
     pod: PendingPod,
     pool: PoolTemplate,
@@ -445,10 +301,10 @@ def _new_claim(
     remaining: dict[str, dict[str, Decimal] | None],
     plan: Plan,
     zones: list[str] | None,
-    fitting: _Fitting,
+    fitting: Fitting,
 ) -> str | None:
     """Plan a new claim of `pool` for the pod, or say why it cannot."""
-    why = _tolerated(pod.tolerations, pool.taints)
+    why = tolerated(pod.tolerations, pool.taints)
     if why is not None:
         return why
     conflict = pool.requirements.compatible(pod.requirements)
@@ -465,14 +321,14 @@ def _new_claim(
     merged = Requirements(pool.requirements.values())
     for key in pod.requirements:
         merged.add(pod.requirements[key])
-    if not _pin(merged, zones, (offer.zone for o in candidates for offer in o.offers)):
+    if not pin(merged, zones, (offer.zone for o in candidates for offer in o.offers)):
         return "no zone satisfies the pod's topology rules"
-    used = _with({}, pod)
+    used = with_pod({}, pod)
     options = fitting(candidates, merged)  # the ones too small drop out as pods are added, or at the end
     if not any(o.holds(used) for o in reversed(options)):
         wanted = sorted(map(str, merged.values()))
         return f"no instance type satisfied resources {_shown(pod.requests)} and requirements {wanted}"
-    if not _min_values_met(merged, options, used):
+    if not min_values_met(merged, options, used):
         return "no instance type satisfied requirements due to minValues incompatibility"
     if left is not None:  # reserve the largest candidate that holds the pod, and one node, at once
         holding = [o for o in options if o.holds(used)]
@@ -485,16 +341,6 @@ def _new_claim(
     claim.narrowed(options, fitting)
     plan.claims.append(claim)
     return None
-
-
-def _min_values_met(requirements: Requirements, options: Iterable[Option], used: Mapping[str, Decimal]) -> bool:
-    """Strict minValues (the default): every requirement that asks for N distinct values of
-    its label has them among the types that still hold the claim's pods."""
-    asked = [(key, v.min_values) for key, v in requirements.items() if v.min_values]
-    if not asked:
-        return True
-    holding = [o for o in options if o.holds(used)]
-    return all(len({o.instance.labels.get(key) for o in holding} - {None}) >= n for key, n in asked)
 
 
 def _shown(values: Mapping[str, Decimal]) -> dict[str, str]:

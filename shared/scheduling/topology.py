@@ -9,7 +9,7 @@ Karpenter pins a topology-constrained claim to the domain it chose).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shared.api.labels import HOSTNAME_LABEL, ZONE_LABEL
@@ -56,11 +56,13 @@ Running = (
 class Topology:
     def __init__(self, running: Iterable[Running] = ()) -> None:
         """`running`: the pods already on the cluster's nodes (or on claims in flight). Their
-        own anti-affinity keeps matching pods off their hosts too, as the kube-scheduler's does."""
+        own anti-affinity keeps matching pods off their hosts too, as the kube-scheduler's does.
+        Selectors and terms are kept by what they say, not by object: the projection parses each
+        pod's own copy, and a pass over 100,000 pods must not keep 100,000 counts."""
         self._by_host: dict[str, list[_Placed]] = {}
-        self._zone_counts: dict[int, tuple[LabelSelector, dict[str, int]]] = {}  # by selector, kept alive
-        self._by_selector_host: dict[int, tuple[LabelSelector, dict[str, int]]] = {}
-        self._anti: dict[int, tuple[PodAffinityTerm, set[str]]] = {}  # placed pods' own terms -> their hosts
+        self._zone_counts: dict[Hashable, tuple[LabelSelector, dict[str, int]]] = {}
+        self._by_selector_host: dict[Hashable, tuple[LabelSelector, dict[str, int]]] = {}
+        self._anti: dict[Hashable, tuple[PodAffinityTerm, set[str]]] = {}  # placed pods' own terms -> their hosts
         for labels, zone, host, *terms in running:
             self._add(_Placed(labels, zone, host, tuple(terms[0]) if terms else ()))
 
@@ -72,7 +74,7 @@ class Topology:
         self._by_host.setdefault(placed.host, []).append(placed)
         for term in placed.anti_affinity:
             if term.topology_key == HOSTNAME_LABEL:
-                self._anti.setdefault(id(term), (term, set()))[1].add(placed.host)
+                self._anti.setdefault(_term_key(term), (term, set()))[1].add(placed.host)
         for selector, counts in self._by_selector_host.values():
             if selector.matches(placed.labels):
                 counts[placed.host] = counts.get(placed.host, 0) + 1
@@ -94,32 +96,40 @@ class Topology:
                     self._count(settled, zone)
         self._add(_Placed(pod.labels, zone, host, pod.anti_affinity))
 
-    def blocked_hosts(self, pod: PodTopology) -> frozenset[str] | set[str]:
-        """The hosts (nodes, claims) the hostname rules keep the pod off, found once per pod:
-        those with a pod its anti-affinity selects, with a pod whose anti-affinity selects it,
-        or whose count of matching pods is at maxSkew already."""
-        blocked: set[str] = set()
+    def blocker(self, pod: PodTopology) -> Blocked:
+        """The hosts (nodes, claims) the hostname rules keep the pod off: those with a pod its
+        anti-affinity selects, with a pod whose anti-affinity selects it, or whose count of
+        matching pods is at maxSkew already. Asked host by host, never listed: the list grows
+        with the claims. Counts only grow within a pass, so a host blocked for one `key` stays
+        blocked for every later pod with the same key."""
+        counts: list[tuple[dict[str, int], int]] = []
+        hosts: list[set[str]] = []
+        key: list[Hashable] = []
         for term in pod.anti_affinity:
             if term.topology_key == HOSTNAME_LABEL and term.label_selector is not None:
-                blocked |= {h for h, n in self._host_counts(term.label_selector).items() if n}
-        for term, hosts in self._anti.values():
+                counts.append((self._host_counts(term.label_selector), 0))
+                key.append(("anti", selector_key(term.label_selector)))
+        for term_key, (term, placed_on) in self._anti.items():
             if term.selects(pod.labels):
-                blocked |= hosts
+                hosts.append(placed_on)
+                key.append(("theirs", term_key))
         for c in pod.hard_spread:
             if c.topology_key == HOSTNAME_LABEL and c.label_selector is not None:
                 room = c.max_skew - _self(c.label_selector, pod)
-                blocked |= {h for h, n in self._host_counts(c.label_selector).items() if n > room}
-        return blocked or _NONE
+                counts.append((self._host_counts(c.label_selector), room))
+                key.append(("spread", selector_key(c.label_selector), room))
+        return Blocked(tuple(key), counts, hosts) if key else NOT_BLOCKED
 
     def _host_counts(self, selector: LabelSelector) -> dict[str, int]:
         """Matching pods per host; kept up to date per selector from its first use on."""
-        known = self._by_selector_host.get(id(selector))
+        key = selector_key(selector)
+        known = self._by_selector_host.get(key)
         if known is None:
             counts: dict[str, int] = {}
             for placed in self._placed():
                 if selector.matches(placed.labels):
                     counts[placed.host] = counts.get(placed.host, 0) + 1
-            known = self._by_selector_host[id(selector)] = (selector, counts)
+            known = self._by_selector_host[key] = (selector, counts)
         return known[1]
 
     def zones_allowed(self, pod: PodTopology, eligible: Iterable[str]) -> list[str]:
@@ -152,17 +162,47 @@ class Topology:
         """Matching pods per zone; kept up to date per selector from its first use on."""
         if selector is None:  # a constraint without a selector matches no pod
             return dict.fromkeys(zones, 0)
-        known = self._zone_counts.get(id(selector))
+        key = selector_key(selector)
+        known = self._zone_counts.get(key)
         if known is None:
             counts: dict[str, int] = {}
             for placed in self._placed():
                 if placed.zone is not None and selector.matches(placed.labels):
                     counts[placed.zone] = counts.get(placed.zone, 0) + 1
-            known = self._zone_counts[id(selector)] = (selector, counts)
+            known = self._zone_counts[key] = (selector, counts)
         return {z: known[1].get(z, 0) for z in zones}
 
 
-_NONE: frozenset[str] = frozenset()
+class Blocked:
+    """The hosts a pod's hostname rules keep it off (`Topology.blocker`), asked one at a time."""
+
+    __slots__ = ("_counts", "_hosts", "key")
+
+    def __init__(self, key: Hashable, counts: list[tuple[dict[str, int], int]], hosts: list[set[str]]) -> None:
+        self.key = key  # equal keys: the same rules, so the same hosts (a set that only grows)
+        self._counts = counts
+        self._hosts = hosts
+
+    def __contains__(self, host: str) -> bool:
+        for counts, room in self._counts:
+            n = counts.get(host)
+            if n is not None and n > room:
+                return True
+        return any(host in placed_on for placed_on in self._hosts)
+
+
+NOT_BLOCKED = Blocked(None, [], [])
+
+
+def selector_key(selector: LabelSelector) -> Hashable:
+    """What a selector says, as a key: equal selectors of different pods share their counts."""
+    labels = tuple(sorted((selector.match_labels or {}).items()))
+    expressions = tuple((e.key, str(e.operator), tuple(e.values or ())) for e in selector.match_expressions or ())
+    return labels, expressions
+
+
+def _term_key(term: PodAffinityTerm) -> Hashable:
+    return term.topology_key, None if term.label_selector is None else selector_key(term.label_selector)
 
 
 def _self(selector: LabelSelector | None, pod: PodTopology) -> int:

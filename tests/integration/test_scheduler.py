@@ -1,9 +1,12 @@
 """The scheduler with the sim and the watcher over a real NATS and PostgreSQL: a burst of pods
-ends with every pod running and the audit clean; a pool's node limit holds exactly."""
+ends with every pod running and the audit clean; a pool's node limit holds exactly; a pass that
+reaches its time bound launches what it planned and leaves the rest to the next."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
+from itertools import count
 
 import pytest
 
@@ -197,3 +200,14 @@ async def test_a_reclaimed_spot_instance_stops_counting_and_its_pods_get_a_new_n
     assert len(sim.world.cloud.instances) == 3  # the reclaimed one, the survivor, its replacement
     result = await audit_database(migrated_url)
     assert result.replay.violations == [] and result.counters_match, result.mismatches
+
+
+async def test_a_pass_that_reaches_its_bound_launches_what_it_planned_and_the_rest_follow(store, migrated_url, bus):
+    ticks = count()  # a clock that moves one second per look: each pass reaches its bound after 40 pods
+    async with World(burst(200), bus, store) as world:
+        world.start_schedulers(timeout=timedelta(seconds=40), monotonic=lambda: float(next(ticks)))
+        await world.until(lambda s: pods_running(s, 200))
+    (scheduler,) = world.schedulers
+    assert scheduler.shell.registry.get_sample_value("nodewright_scheduler_pass_timeouts_total") >= 1
+    result = await audit_database(migrated_url)
+    assert result.replay.violations == [] and result.counters_match

@@ -81,9 +81,9 @@ class World:
         self.disruptions = [*getattr(self, "disruptions", []), *started]
         return started
 
-    def start_schedulers(self, replicas: int = 1) -> None:
+    def start_schedulers(self, replicas: int = 1, **options) -> None:
         for _ in range(replicas):
-            scheduler = SchedulerService(self.store, self.client, self.clock, self.bus, cluster=self.client)
+            scheduler = SchedulerService(self.store, self.client, self.clock, self.bus, cluster=self.client, **options)
             self.schedulers.append(scheduler)
             self.tasks.append(asyncio.create_task(scheduler.run(self.stopping)))
 

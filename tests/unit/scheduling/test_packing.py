@@ -1,5 +1,6 @@
 """A scheduling pass: the provisioning cases of reference §3 and §4, and the invariants that no
-plan passes a limit or puts a pod where it does not fit."""
+plan passes a limit or puts a pod where it does not fit. `schedule` is the equivalence check
+(`oracle`): each case also runs the oracle baseline and expects the same plan."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from hypothesis import strategies as st
 
 from shared.api.core import Requirement, Taint, Toleration
 from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Offer
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate, claim_requirements, schedule
+from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate, claim_requirements
 from shared.scheduling.requirements import Requirements
+from tests.unit.scheduling.oracle import schedule
 
 GI = Decimal(2**30)
 
