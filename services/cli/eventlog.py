@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,9 @@ from shared.bus.connection import BusSettings
 from shared.events.envelope import RecordedEvent
 from shared.events.registry import REGISTRY
 from shared.policy.audit import LogEntry, Replay
-from shared.policy.counters import PoolCounters
+from shared.policy.chain import FileChain, Problem, anchor, compare_anchor, heads_digest
+from shared.policy.counters import COUNTED_EVENTS, PoolCounters
+from shared.store import integrity
 from shared.store.eventstore import EventStore
 from shared.store.migrate import current_revision, head_revision, upgrade
 
@@ -52,8 +54,8 @@ async def export(url: str, path: Path) -> int:
     count = 0
     try:
         with path.open("w", encoding="utf-8") as out:
-            async for page in store.read_all(batch_size=10000):
-                out.writelines(json.dumps(e.to_json_dict(), separators=(",", ":")) + "\n" for e in page)
+            async for page in store.read_chained(batch_size=10000):
+                out.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in page)
                 count += len(page)
     finally:
         await store.close()
@@ -62,15 +64,25 @@ async def export(url: str, path: Path) -> int:
 
 def read_jsonl(path: Path) -> Iterator[LogEntry]:
     """The log back from `events export`; a bad line is an error naming its number."""
+    for row in _jsonl_rows(path):
+        event = RecordedEvent.from_json_dict(row)
+        yield LogEntry(event.position, event.stream_id, event.type, event.data, event.occurred_at)
+
+
+def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The exported lines, each checked to be an event (a bad line is an error naming its number)."""
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                event = RecordedEvent.from_json_dict(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:
+                row = json.loads(line)
+                RecordedEvent.from_json_dict(row)
+                if not isinstance(row.get("data"), dict):
+                    raise ValueError("`data` is not an object")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f"{path}:{number}: not an exported event: {exc}") from None
-            yield LogEntry(event.position, event.stream_id, event.type, event.data, event.occurred_at)
+            yield row
 
 
 # --- audit and replay -------------------------------------------------------------------------------
@@ -81,10 +93,21 @@ class AuditResult:
     replay: Replay
     counters_match: bool | None
     mismatches: list[str]
+    chain: list[Problem] = field(default_factory=list)
+    heads: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)
+    """Per pool, its chained counted events and their head: what an anchor keeps."""
+    position: int = 0
 
     @property
     def ok(self) -> bool:
-        return not self.replay.violations and self.counters_match is not False
+        return not self.replay.violations and self.counters_match is not False and not self.chain
+
+    @property
+    def digest(self) -> str:
+        return heads_digest(self.heads)
+
+    def anchor(self) -> dict[str, Any]:
+        return anchor(self.heads, self.position)
 
     def to_json(self) -> dict[str, Any]:
         r = self.replay
@@ -97,6 +120,7 @@ class AuditResult:
         }
         if self.mismatches:
             out["counter_mismatches"] = self.mismatches
+        out["chain"] = {"problems": [p.to_dict() for p in self.chain], "digest": self.digest}
         if r.explain:
             out["explain"] = {
                 "stream": r.explain,
@@ -143,31 +167,61 @@ def compare_counters(replayed: dict[str, PoolCounters], live: dict[str, PoolCoun
     return out
 
 
-async def audit_database(url: str, explain: str | None = None, workers: int | None = None) -> AuditResult:
-    replay, live = await fold_database(url, explain=explain, workers=workers)
+async def audit_database(
+    url: str,
+    explain: str | None = None,
+    workers: int | None = None,
+    anchored: Mapping[str, tuple[int, bytes | None]] | None = None,
+    verify_chain: bool = True,
+) -> AuditResult:
+    """The replay and the hash chain, from one snapshot: PostgreSQL checks the chain while the
+    replay folds (`shared.store.integrity`). Without `verify_chain` (the benchmark's baseline),
+    the replay alone."""
+    store = await open_store(url)
+    try:
+        async with store.exported_snapshot() as snapshot:
+            live = await store.counters(snapshot=snapshot)
+            sizes = {name: pool.version for name, pool in live.items() if pool.version}
+            if not sizes:  # a log written around the store (imported, planted): ask the log itself
+                sizes = await store.pool_sizes(snapshot=snapshot)
+            folding = fold_log(store, url, sizes, explain=explain, workers=workers, snapshot=snapshot)
+            if verify_chain:
+                replay, chain = await asyncio.gather(folding, integrity.check(store, snapshot, anchored))
+            else:
+                replay, chain = await folding, integrity.Integrity()
+    finally:
+        await store.close()
     mismatches = compare_counters(replay.pools, live)
-    return AuditResult(replay, not mismatches, mismatches)
+    return AuditResult(replay, not mismatches, mismatches, chain.problems, chain.heads, chain.position)
 
 
-def audit_file(path: Path, explain: str | None = None) -> AuditResult:
+def audit_file(
+    path: Path, explain: str | None = None, anchored: Mapping[str, tuple[int, bytes | None]] | None = None
+) -> AuditResult:
     """A file that holds no event nodewright knows proves nothing: that is an error, not a clean
     audit (an empty export, the wrong file, a truncated copy)."""
     known = set(REGISTRY.types())
     seen: Counter[str] = Counter()
+    chain = FileChain(COUNTED_EVENTS)
 
-    def counted(entries: Iterator[LogEntry]) -> Iterator[LogEntry]:
-        for entry in entries:
-            seen[entry.type] += 1
-            yield entry
+    def counted(rows: Iterator[dict[str, Any]]) -> Iterator[LogEntry]:
+        for row in rows:
+            seen[row["type"]] += 1
+            chain.feed(row)
+            event = RecordedEvent.from_json_dict(row)
+            yield LogEntry(event.position, event.stream_id, event.type, event.data, event.occurred_at)
 
     replay = Replay(explain=explain)
-    replay.feed(counted(read_jsonl(path)))
+    replay.feed(counted(_jsonl_rows(path)))
     if not seen:
         raise ValueError(f"{path}: holds no events (an empty file is not an audited log)")
     if not known.intersection(seen):
         kinds = ", ".join(sorted(seen)[:5]) + (", ..." if len(seen) > 5 else "")
         raise ValueError(f"{path}: holds no event type nodewright records (only {kinds})")
-    return AuditResult(replay, None, [])
+    problems = chain.finish()
+    if anchored:
+        problems = [*problems, *compare_anchor(anchored, chain.heads)]
+    return AuditResult(replay, None, [], problems, chain.heads, replay.last_position)
 
 
 def render_audit(result: AuditResult) -> str:
@@ -185,6 +239,14 @@ def render_audit(result: AuditResult) -> str:
         lines.extend(f"  #{v.position} {v.stream} {v.type} [{v.rule}] {v.detail}" for v in r.violations)
     else:
         lines.append("violations: none")
+    if result.chain:
+        lines.append(f"hash chain: {len(result.chain)} problem(s)")
+        lines.extend(
+            f"  {'#' + str(p.position) if p.position else '-'} {p.stream} [{p.kind}] {p.detail}" for p in result.chain
+        )
+    else:
+        lines.append(f"hash chain: intact ({len(result.heads)} nodepool head(s))")
+    lines.append(f"head digest: {result.digest} (at position {result.position})")
     if r.explain:
         lines.append("")
         lines.append(f"{r.explain}:")

@@ -19,6 +19,7 @@ from services.cli import describe as describe_cmd
 from services.cli import eventlog
 from services.cli import validate as validate_cmd
 from shared.api.documents import DocumentError, load_nodepools
+from shared.policy.chain import read_anchor
 from shared.runtime import loop
 
 if TYPE_CHECKING:
@@ -174,17 +175,34 @@ def audit(
         Path | None, typer.Option("--from-file", help="audit an exported JSONL log instead of the database")
     ] = None,
     workers: WorkersOption = None,
+    anchor: Annotated[
+        Path | None,
+        typer.Option("--anchor", help="fail if the log was cut back or rewritten before this saved anchor"),
+    ] = None,
+    save_anchor: Annotated[
+        Path | None, typer.Option("--save-anchor", help="write the log's heads here, to keep elsewhere")
+    ] = None,
 ) -> None:
     """Replay the log: re-check every launch against the limits then in force and every disruption
-    against the budgets active at its time; compare the counters. Exit 1 on any violation."""
-    if from_file is not None:
+    against the budgets active at its time; compare the counters; verify the hash chain. Exit 1
+    on any violation."""
+    anchored = None
+    try:
+        if anchor is not None:
+            anchored = read_anchor(json.loads(anchor.read_text(encoding="utf-8")))
+        if from_file is not None:
+            result = eventlog.audit_file(from_file, explain, anchored)
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if from_file is None:
+        result = _run_with_database(lambda url: eventlog.audit_database(url, explain, workers, anchored))
+    if save_anchor is not None:
         try:
-            result = eventlog.audit_file(from_file, explain)
-        except (OSError, ValueError) as exc:
-            typer.echo(f"error: {exc}", err=True)
+            save_anchor.write_text(json.dumps(result.anchor(), indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            typer.echo(f"error: cannot write the anchor: {exc}", err=True)
             raise typer.Exit(2) from None
-    else:
-        result = _run_with_database(lambda url: eventlog.audit_database(url, explain, workers))
     if output == Output.JSON:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:

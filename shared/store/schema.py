@@ -15,6 +15,7 @@ from sqlalchemy import (
     DateTime,
     Identity,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     Table,
@@ -55,6 +56,8 @@ events = Table(
     Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     # the pool the payload names (NULL when it names none): lets an audit split the log by pool
     Column("nodepool", Text, Computed(EVENT_NODEPOOL, persisted=True), nullable=True),
+    # sha256 of the stream's previous hash and of this event's digest (migration 0006; NULL before it)
+    Column("hash", LargeBinary, nullable=True),
     UniqueConstraint("stream_id", "version"),
 )
 
@@ -73,6 +76,7 @@ nodepool_counters = Table(
     Column("version", BigInteger, nullable=False, server_default=text("0")),
     Column("last_position", BigInteger, nullable=False, server_default=text("0")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("chain_head", LargeBinary, nullable=True),  # the chain of the hashes of the events it counted
 )
 
 consumer_checkpoints = Table(
@@ -99,6 +103,7 @@ store_identity = Table(
     Column("singleton", Boolean, primary_key=True, server_default=text("true")),
     Column("id", Uuid, nullable=False, server_default=text("gen_random_uuid()")),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("chained_after", BigInteger, nullable=False, server_default=text("0")),
     CheckConstraint("singleton", name="store_identity_one_row"),
 )
 """One row: the store's random id, which the relay stamps on every message (migration 0004)."""

@@ -18,6 +18,39 @@ INSERT INTO events (event_id, stream_id, version, type, schema_version, data, me
               metadata jsonb, occurred_at timestamptz)"""
 """The events of a batch, sent as one JSON array (`$1`), inserted in its order (`ORDER BY j.ord`)."""
 
+# The batch with each event's hash (migration 0006): per stream, the chain of the hash of the
+# event before the batch's first (looked up by version; none for a new stream) and the events'
+# digests in version order, so `hash` = sha256(previous hash || digest). `pool` names the pool
+# whose counters the event changes (NULL: none), whose `chain_head` it extends.
+CHAINED_BATCH = """
+batch AS MATERIALIZED (
+    SELECT j.ord, u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata,
+           u.occurred_at, u.pool,
+           nodewright_event_digest(u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data,
+                                   u.metadata, u.occurred_at) AS digest
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
+    CROSS JOIN LATERAL jsonb_to_record(j.event)
+         AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
+              metadata jsonb, occurred_at timestamptz, pool text)
+),
+chained AS MATERIALIZED (
+    SELECT w.ord, w.pool, w.hash
+    FROM (
+        SELECT l.ord, l.pool, nodewright_chain(l.x) OVER (PARTITION BY l.stream_id ORDER BY l.version) AS hash
+        FROM (
+            SELECT NULL::bigint AS ord, NULL::text AS pool, f.stream_id, f.version, e.hash AS x
+            FROM (SELECT stream_id, min(version) - 1 AS version FROM batch GROUP BY stream_id) AS f
+            LEFT JOIN LATERAL (
+                SELECT hash FROM events WHERE stream_id = f.stream_id AND version = f.version LIMIT 1
+            ) AS e ON true
+            UNION ALL
+            SELECT ord, pool, stream_id, version, digest FROM batch
+        ) AS l
+    ) AS w
+    WHERE w.ord IS NOT NULL
+)"""
+
+
 # The write, one statement: lock the counter rows of the pools it writes to (in name order) and
 # check that each is still at the version the batch was checked against; only then take the
 # transaction id, insert the events and write the counters. When a pool moved, it writes nothing
@@ -26,7 +59,36 @@ INSERT INTO events (event_id, stream_id, version, type, schema_version, data, me
 # `READ`, whatever the generic plan believes). Run alone (autocommit) it is the whole
 # transaction: an optimistic append then takes two round trips (one when checked from memory),
 # and holds its pool locks only while PostgreSQL runs it.
-WRITE = f"""
+def write_statement(chained: bool = True) -> str:
+    """The write; `chained=False` is the write before the hash chain (migration 0006), which
+    `benchmarks/store.py` runs alternately with this one to measure what the chain costs."""
+    insert = _CHAINED_INSERT if chained else _PLAIN_INSERT
+    head = _HEAD if chained else ""
+    return _WRITE.replace("{INSERT}", insert).replace("{HEAD}", head)
+
+
+_CHAINED_INSERT = f"""{CHAINED_BATCH},
+ins AS (
+    INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, hash)
+    SELECT b.event_id, b.stream_id, b.version, b.type, b.schema_version, b.data, b.metadata, b.occurred_at, c.hash
+    FROM batch AS b JOIN chained AS c USING (ord)
+    CROSS JOIN xact
+    ORDER BY b.ord
+    RETURNING position, event_id
+)"""
+_PLAIN_INSERT = f"""ins AS (
+    {EVENT_ROWS_INSERT}
+    CROSS JOIN xact
+    ORDER BY j.ord
+    RETURNING position, event_id
+)"""
+_HEAD = """,
+        chain_head = (
+            SELECT nodewright_chain(t.x ORDER BY t.k)
+            FROM (SELECT 0::bigint AS k, c.chain_head AS x
+                  UNION ALL SELECT h.ord, h.hash FROM chained AS h WHERE h.pool = c.nodepool) AS t
+        )"""
+_WRITE = """
 WITH locked AS MATERIALIZED (
     SELECT nodepool, version FROM nodepool_counters WHERE nodepool = ANY($3::text[]) ORDER BY nodepool FOR UPDATE
 ),
@@ -38,18 +100,14 @@ unchanged AS MATERIALIZED (
     FROM locked JOIN unnest($3::text[], $4::bigint[]) AS e(nodepool, version) USING (nodepool, version)
 ),
 xact AS MATERIALIZED (SELECT pg_current_xact_id() FROM unchanged WHERE ok),
-ins AS (
-    {EVENT_ROWS_INSERT}
-    CROSS JOIN xact
-    ORDER BY j.ord
-    RETURNING position, event_id
-),
+{INSERT},
 counters AS (
     UPDATE nodepool_counters AS c
     SET spec = CASE WHEN p.spec_changed THEN p.spec ELSE c.spec END, nodes = p.nodes, in_flight = p.in_flight,
         initialized = p.initialized, resources = p.resources, disrupting = p.disrupting,
         disrupting_by_reason = p.by_reason, replacing = p.replacing, version = p.version,
-        last_position = (SELECT position FROM ins WHERE ins.event_id = p.last_event), updated_at = clock_timestamp()
+        last_position = (SELECT position FROM ins WHERE ins.event_id = p.last_event),
+        updated_at = clock_timestamp(){HEAD}
     FROM jsonb_to_recordset($2::jsonb)
          AS p(nodepool text, spec_changed boolean, spec jsonb, nodes int, in_flight int, initialized int,
               resources jsonb, disrupting jsonb, by_reason jsonb, replacing jsonb, version bigint, last_event uuid)
@@ -57,6 +115,8 @@ counters AS (
 )
 SELECT position, event_id FROM ins
 """
+WRITE = write_statement()
+"""The write every append runs (`shared.store.write`)."""
 
 
 COUNTER_COLUMNS = (

@@ -52,6 +52,7 @@ async def write_batch(raw: asyncpg.Connection, snapshot: Snapshot, planned: Writ
             "data": r.data,
             "metadata": r.event.metadata.to_dict(),
             "occurred_at": r.event.occurred_at,
+            "pool": r.pool,
         }
         for r in rows
     ]

@@ -120,8 +120,9 @@ async def test_audit_from_jsonl_equals_audit_from_the_database(store: EventStore
     from_db = (await audit_database(migrated_url, explain="nodeclaim-web-0")).to_json()
     from_file = audit_file(path, explain="nodeclaim-web-0").to_json()
     assert from_file["counters_match"] is None
-    for key in ("events", "launches", "disruptions", "violations", "explain"):
+    for key in ("events", "launches", "disruptions", "violations", "explain", "chain"):
         assert from_file[key] == from_db[key], key
+    assert [p["kind"] for p in from_db["chain"]["problems"]] == ["unchained"]  # the planted event
     assert from_db["violations"][0]["rule"] == "limits"
 
 
@@ -144,6 +145,7 @@ async def test_the_cli_migrates_audits_explains_replays_and_exports(fresh_databa
         "disruptions": 4,
         "violations": [],
         "counters_match": True,
+        "chain": {"problems": [], "digest": report["chain"]["digest"]},
     }
     story = nodewright(fresh_database_url, "audit", "--explain", "nodeclaim-web-1")
     assert story.returncode == 0
@@ -162,6 +164,7 @@ async def test_the_cli_migrates_audits_explains_replays_and_exports(fresh_databa
     offline = nodewright("postgresql://nobody@127.0.0.1:1/none", "audit", "--from-file", str(path), "-o", "json")
     assert offline.returncode == 0
     assert json.loads(offline.stdout)["events"] == report["events"]
+    assert json.loads(offline.stdout)["chain"] == report["chain"]  # the chain verifies without a database
 
 
 async def test_the_cli_refuses_an_unmigrated_database(fresh_database_url: str):

@@ -1,0 +1,181 @@
+"""Tampering, as a superuser would do it, is found by the hash chain and named by position and
+stream; a rolled-back position is not tampering; an anchor kept elsewhere finds a log cut back
+together with its counter rows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+import pytest
+
+from services.cli.eventlog import audit_database, audit_file, export
+from shared.policy.chain import read_anchor
+from shared.store.eventstore import EventStore
+from tests.factories import T0, created, insert_applied, launched, new
+from tests.integration.test_audit import workload
+
+
+async def as_maintenance(store: EventStore, *statements: str, args: tuple = ()) -> None:
+    async with store.driver_connection() as raw, raw.transaction():
+        await raw.execute("SET LOCAL nodewright.maintenance = on")
+        for statement in statements:
+            await raw.execute(statement, *args)
+
+
+async def position_of(store: EventStore, stream: str, version: int) -> int:
+    async with store.driver_connection() as raw:
+        return await raw.fetchval("SELECT position FROM events WHERE stream_id = $1 AND version = $2", stream, version)
+
+
+async def found(url: str, **kw) -> set[tuple[int | None, str, str]]:
+    result = await audit_database(url, **kw)
+    return {(p.position, p.stream, p.kind) for p in result.chain}
+
+
+async def test_an_untouched_log_verifies_and_a_rollback_gap_is_not_tampering(store: EventStore, migrated_url: str):
+    await workload(store)
+    async with store.driver_connection() as raw:  # a writer draws a position, then rolls back
+        transaction = raw.transaction()
+        await transaction.start()
+        gap = await insert_applied(raw, "ghost")
+        await transaction.rollback()
+    more = created("web-late", "web")
+    await store.reserve_launch([more], occurred_at=T0 + timedelta(hours=3), producer="scheduler")
+    assert await position_of(store, "nodeclaim-web-late", 1) > gap + 1 - 1
+    result = await audit_database(migrated_url)
+    assert result.ok and result.chain == [] and set(result.heads) == {"web", "batch"}
+
+
+async def _delete_middle(store: EventStore) -> set:
+    position = await position_of(store, "nodeclaim-web-2", 2)  # launched, between created and initialized
+    after = await position_of(store, "nodeclaim-web-2", 3)
+    await as_maintenance(store, f"DELETE FROM events WHERE position = {position}")
+    return {(after, "nodeclaim-web-2", "deleted"), (None, "nodepool-web", "pool-head")}
+
+
+async def _delete_newest_of_a_pool(store: EventStore) -> set:
+    async with store.driver_connection() as raw:
+        newest = await raw.fetchval("SELECT max(position) FROM events WHERE nodepool = 'batch'")
+    await as_maintenance(store, f"DELETE FROM events WHERE position = {newest}")
+    return {(None, "nodepool-batch", "pool-head")}
+
+
+async def _rewrite_a_payload(store: EventStore) -> set:
+    position = await position_of(store, "nodeclaim-web-0", 2)
+    await as_maintenance(
+        store,
+        f"""UPDATE events SET data = jsonb_set(data, '{{instance_type}}', '"tiny"') WHERE position = {position}""",
+    )
+    return {(position, "nodeclaim-web-0", "rewritten")}
+
+
+async def _swap_two_positions(store: EventStore) -> set:
+    """The contents of two rows of one stream exchanged: each event keeps its hash, but the later
+    version now sits at the earlier position."""
+    first, second = await position_of(store, "nodeclaim-web-2", 2), await position_of(store, "nodeclaim-web-2", 3)
+    columns = "event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, hash"
+    await as_maintenance(
+        store,
+        f"CREATE TEMP TABLE swap ON COMMIT DROP AS SELECT position, {columns} FROM events"
+        f" WHERE position IN ({first}, {second})",
+        f"UPDATE events SET event_id = gen_random_uuid(), version = -version WHERE position IN ({first}, {second})",
+        f"UPDATE events AS e SET ({columns}) = (SELECT {columns} FROM swap AS s WHERE s.position = {second})"
+        f" WHERE e.position = {first}",
+        f"UPDATE events AS e SET ({columns}) = (SELECT {columns} FROM swap AS s WHERE s.position = {first})"
+        f" WHERE e.position = {second}",
+    )
+    return {(first, "nodeclaim-web-2", "reordered"), (None, "nodepool-web", "pool-head")}
+
+
+async def _forge_with_a_random_hash(store: EventStore) -> set:
+    event = new(launched("web-3-forged", "web"), T0)
+    version = await store.stream_version("nodeclaim-web-0") + 1
+    async with store.driver_connection() as raw:
+        position = await raw.fetchval(
+            "INSERT INTO events (event_id, stream_id, version, type, data, occurred_at, hash)"
+            " VALUES ($1, 'nodeclaim-web-0', $4, 'NodeClaimTerminated', $2::jsonb, $3, sha256('valid-looking'))"
+            " RETURNING position",
+            event.event_id,
+            json.dumps({"nodeclaim": "web-0", "nodepool": "web", "reason": "forged"}),
+            T0,
+            version,
+        )
+    return {(position, "nodeclaim-web-0", "rewritten"), (None, "nodepool-web", "pool-head")}
+
+
+async def _forge_with_a_computed_hash(store: EventStore) -> set:
+    """A forger who knows the rule extends a stream correctly: the pool's head still tells."""
+    version = await store.stream_version("nodeclaim-web-0") + 1
+    async with store.driver_connection() as raw:
+        await raw.execute(
+            """
+            INSERT INTO events (event_id, stream_id, version, type, data, occurred_at, hash)
+            SELECT n.id, 'nodeclaim-web-0', $1, 'NodeClaimTerminated', n.data, n.at,
+                   sha256(p.hash || nodewright_event_digest(n.id, 'nodeclaim-web-0', $1, 'NodeClaimTerminated',
+                                                            1::smallint, n.data, '{}'::jsonb, n.at))
+            FROM (SELECT gen_random_uuid() AS id, '{"nodeclaim": "web-0", "nodepool": "web"}'::jsonb AS data,
+                         now() AS at) AS n,
+                 (SELECT hash FROM events WHERE stream_id = 'nodeclaim-web-0' AND version = $1 - 1) AS p
+            """,
+            version,
+        )
+    return {(None, "nodepool-web", "pool-head")}
+
+
+TAMPERING: list[tuple[str, Callable[[EventStore], Awaitable[set]]]] = [
+    ("delete in the middle", _delete_middle),
+    ("delete the newest of a pool", _delete_newest_of_a_pool),
+    ("rewrite a payload", _rewrite_a_payload),
+    ("swap two positions", _swap_two_positions),
+    ("forge with a random hash", _forge_with_a_random_hash),
+    ("forge with a computed hash", _forge_with_a_computed_hash),
+]
+
+
+@pytest.mark.parametrize("tamper", [t[1] for t in TAMPERING], ids=[t[0] for t in TAMPERING])
+async def test_tampering_is_reported_by_position_and_stream(store: EventStore, migrated_url: str, tmp_path, tamper):
+    await workload(store)
+    assert await found(migrated_url) == set()
+    expected = await tamper(store)
+    assert await found(migrated_url) == expected
+    path = tmp_path / "log.jsonl"
+    await export(migrated_url, path)
+    offline = {(p.position, p.stream, p.kind) for p in audit_file(path).chain}
+    stream_level = {p for p in expected if p[2] != "pool-head"}
+    assert stream_level <= offline  # the file alone finds what its streams show
+
+
+async def test_an_anchor_finds_a_log_cut_back_with_its_counter_rows(store: EventStore, migrated_url: str, tmp_path):
+    await workload(store)
+    async with store.driver_connection() as raw:
+        cut = await raw.fetchval("SELECT max(position) FROM events")
+        await raw.execute("CREATE TABLE counters_backup AS SELECT * FROM nodepool_counters")
+    later = [created(f"web-later-{i}", "web") for i in range(2)]
+    await store.reserve_launch(later, occurred_at=T0 + timedelta(hours=5), producer="scheduler")
+    kept = tmp_path / "anchor.json"
+    before = await audit_database(migrated_url)
+    kept.write_text(json.dumps(before.anchor()))
+    # cut back to the earlier state, counters included: the chain alone cannot tell
+    await as_maintenance(
+        store,
+        f"DELETE FROM events WHERE position > {cut}",
+        "DELETE FROM nodepool_counters",
+        "INSERT INTO nodepool_counters SELECT * FROM counters_backup",
+    )
+    assert await found(migrated_url) == set()
+    anchored = read_anchor(json.loads(kept.read_text()))
+    assert await found(migrated_url, anchored=anchored) == {(None, "nodepool-web", "anchor")}
+    path = tmp_path / "log.jsonl"
+    await export(migrated_url, path)
+    assert {(p.stream, p.kind) for p in audit_file(path, anchored=anchored).chain} == {("nodepool-web", "anchor")}
+    again = await audit_database(migrated_url)
+    assert again.digest != before.digest
+
+
+def test_an_edited_anchor_is_refused():
+    with pytest.raises(ValueError, match="does not match its `pools`"):
+        read_anchor({"digest": "00", "pools": {"web": {"events": 3, "head": "ab"}}})
+    with pytest.raises(ValueError, match=r"pools\.web must be"):
+        read_anchor({"digest": "00", "pools": {"web": {"events": -1, "head": "ab"}}})
