@@ -16,21 +16,28 @@ Payloads are read as plain dicts, not contracts: replaying a million events must
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from shared.api.nodepool import NODES_RESOURCE, DisruptionReason, NodePool
+from shared.api.nodepool import NODES_RESOURCE, DisruptionReason
 from shared.api.quantity import format_quantity
 from shared.api.validation import validate_nodepool
 from shared.events.contracts import FORCEFUL_REASONS
-from shared.policy.budgets import DisruptionBudgets
+from shared.policy.evolution import EVOLVE as _EVOLVE
 from shared.policy.gates import BlockCause, check_disruption
 from shared.policy.limits import NodeLimit, exceeded_limits
+from shared.policy.pool_state import (  # re-exported: the counted state is asked for here
+    ENDED,
+    IN_FLIGHT,
+    LAUNCHED,
+    NOT_READY,
+    ClaimLookup,
+    ClaimState,
+    PoolCounters,
+)
 from shared.policy.resources import format_resources, largest_capacity, resources_of
 from shared.policy.violations import (
     BudgetExceeded,
@@ -42,12 +49,27 @@ from shared.policy.violations import (
     Violation,
 )
 
-IN_FLIGHT = "in_flight"
-LAUNCHED = "launched"
-ENDED = "ended"
-NOT_READY = "NotReady"
-"""The `disrupting` reason of a claim that only consumes budget because its node is NotReady."""
-
+__all__ = [
+    "CLAIM_EVENTS",
+    "COUNTED_EVENTS",
+    "ENDED",
+    "ERRORS",
+    "IN_FLIGHT",
+    "LAUNCHED",
+    "NOT_READY",
+    "STEPS",
+    "TIMED_EVENTS",
+    "ClaimLookup",
+    "ClaimState",
+    "Outcome",
+    "PoolCounters",
+    "check",
+    "counted_pool",
+    "evolve",
+    "fold_claim",
+    "is_forceful",
+    "raise_for",
+]
 
 ERRORS: dict[str, type[ReservationError]] = {
     Rule.LIMITS: LimitExceeded,
@@ -59,118 +81,6 @@ ERRORS: dict[str, type[ReservationError]] = {
     Rule.PAYLOAD: InvalidTransition,
 }
 
-
-@dataclass(slots=True)
-class ClaimState:
-    """One NodeClaim as the counters see it."""
-
-    nodepool: str
-    resources: Mapping[str, Decimal]  # replaced on change, never changed in place (may be shared)
-    phase: str = IN_FLIGHT
-    initialized: bool = False
-    replacement_for: str | None = None
-    ready: bool = True
-
-    def copy(self) -> ClaimState:
-        """A twin to evolve separately (`resources` is replaced on change, never mutated)."""
-        return ClaimState(self.nodepool, self.resources, self.phase, self.initialized, self.replacement_for, self.ready)
-
-
-@dataclass(slots=True)
-class PoolCounters:
-    """The `nodepool_counters` row of one pool."""
-
-    nodepool: str
-    spec: dict[str, Any] | None = None
-    nodes: int = 0
-    in_flight: int = 0
-    initialized: int = 0
-    resources: dict[str, Decimal] = field(default_factory=dict)
-    disrupting: dict[str, list[str]] = field(default_factory=dict)  # claim -> [reason, decision id]
-    replacing: dict[str, list[str]] = field(default_factory=dict)  # decision id -> replacements not created yet
-    version: int = 0
-    last_position: int = 0
-    _policy: _PoolPolicy | None = None
-    _policy_for: dict[str, Any] | None = None
-
-    def copy(self) -> PoolCounters:
-        """A twin to evolve separately: its maps are its own (the spec is shared, never changed)."""
-        return PoolCounters(
-            self.nodepool,
-            self.spec,
-            self.nodes,
-            self.in_flight,
-            self.initialized,
-            dict(self.resources),
-            dict(self.disrupting),
-            {k: list(v) for k, v in self.replacing.items()},
-            self.version,
-            self.last_position,
-            self._policy,
-            self._policy_for,
-        )
-
-    def usage(self) -> dict[str, Decimal]:
-        return {**self.resources, NODES_RESOURCE: Decimal(self.nodes)}
-
-    def disrupting_by_reason(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for reason, _ in self.disrupting.values():
-            out[reason] = out.get(reason, 0) + 1
-        return dict(sorted(out.items()))
-
-    def policy(self) -> _PoolPolicy | None:
-        if self.spec is None:
-            return None
-        if self._policy is None or self._policy_for is not self.spec:
-            known = _POLICY_BY_OBJECT.get(id(self.spec))
-            if known is None or known[0] is not self.spec:
-                if len(_POLICY_BY_OBJECT) >= 1024:
-                    _POLICY_BY_OBJECT.clear()
-                policy = _policy_of(json.dumps(self.spec, sort_keys=True))
-                known = _POLICY_BY_OBJECT[id(self.spec)] = (self.spec, policy)
-            self._policy, self._policy_for = known[1], self.spec
-        return self._policy
-
-    def comparable(self) -> dict[str, Any]:
-        """The counted state, for comparing a replay with the live table."""
-        return {
-            "nodepool": self.nodepool,
-            "spec": self.spec,
-            "nodes": self.nodes,
-            "in_flight": self.in_flight,
-            "initialized": self.initialized,
-            "resources": format_resources({k: v for k, v in self.resources.items() if v}),
-            "disrupting": dict(sorted(self.disrupting.items())),
-            "replacing": dict(sorted(self.replacing.items())),
-            "version": self.version,
-            "last_position": self.last_position,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class _PoolPolicy:
-    nodepool: NodePool
-    limits: dict[str, Decimal]
-    budgets: DisruptionBudgets
-    soft: bool
-
-
-_POLICY_BY_OBJECT: dict[int, tuple[dict[str, Any], _PoolPolicy]] = {}
-"""Policies by spec object, for callers that hand the same spec to many PoolCounters (the store's
-spec cache): no serialising at all. The entry keeps its spec alive, so an id is never reused."""
-
-
-@functools.lru_cache(maxsize=1024)
-def _policy_of(spec_text: str) -> _PoolPolicy:
-    """The parsed NodePool, keyed by its canonical JSON: each spec is parsed once per process."""
-    nodepool = NodePool.model_validate_json(spec_text)
-    limits = {name: q.value for name, q in (nodepool.spec.limits or {}).items()}
-    soft = nodepool.spec.disruption.node_limit_mode == "Soft"
-    return _PoolPolicy(nodepool, limits, DisruptionBudgets.of(nodepool), soft)
-
-
-ClaimLookup = MutableMapping[str, ClaimState]
 Check = Callable[[PoolCounters, ClaimLookup, dict[str, Any], datetime, bool], "Outcome"]
 
 
@@ -434,173 +344,6 @@ _CHECK: dict[str, Check] = {
     "DisruptionDecided": _check_decided,
 }
 
-
-# --- evolution ---------------------------------------------------------------------------------------
-
-
-def _add(target: dict[str, Decimal], values: Mapping[str, Decimal], sign: int) -> None:
-    if sign > 0:
-        for name, value in values.items():
-            target[name] = target[name] + value if name in target else value
-    else:
-        for name, value in values.items():
-            target[name] = target[name] - value if name in target else -value
-
-
-def _applied(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    pool.spec = data["nodepool_object"]
-
-
-def _deleted(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    pool.spec = None
-
-
-def _created(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    name = data["nodeclaim"]
-    if name in claims:
-        return
-    reserved = largest_capacity(data["instance_types"])
-    decision = data.get("replacement_for")
-    claims[name] = ClaimState(data["nodepool"], reserved, IN_FLIGHT, False, decision)
-    planned = pool.replacing.get(decision) if decision else None
-    if planned is not None and name in planned:
-        planned.remove(name)
-        if not planned:
-            del pool.replacing[decision]
-    pool.nodes += 1
-    pool.in_flight += 1
-    _add(pool.resources, reserved, 1)
-
-
-def _launched(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    claim = claims.get(data["nodeclaim"])
-    if claim is None or claim.phase != IN_FLIGHT:
-        return
-    capacity = resources_of(data["capacity"])
-    if capacity != claim.resources:
-        _add(pool.resources, claim.resources, -1)
-        _add(pool.resources, capacity, 1)
-    claim.resources = capacity
-    claim.phase = LAUNCHED
-    pool.in_flight -= 1
-
-
-def _initialized(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    claim = claims.get(data["nodeclaim"])
-    if claim is None or claim.phase == ENDED or claim.initialized:
-        return
-    claim.initialized = True
-    pool.initialized += 1
-    _consume_if_not_ready(pool, claim, data["nodeclaim"])
-
-
-def _not_ready(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    claim = claims.get(data["nodeclaim"])
-    if claim is None or claim.phase == ENDED:
-        return
-    claim.ready = False
-    _consume_if_not_ready(pool, claim, data["nodeclaim"])
-
-
-def _ready(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    name = data["nodeclaim"]
-    claim = claims.get(name)
-    if claim is not None:
-        claim.ready = True
-    entry = pool.disrupting.get(name)
-    if entry is not None and entry[0] == NOT_READY:
-        del pool.disrupting[name]
-
-
-def _consume_if_not_ready(pool: PoolCounters, claim: ClaimState | None, name: str) -> None:
-    """A NotReady initialized claim that nothing else disrupts consumes the budget (reference B21;
-    an uninitialized one does not, B23)."""
-    if claim is not None and not claim.ready and claim.initialized and claim.phase != ENDED:
-        pool.disrupting.setdefault(name, [NOT_READY, ""])
-
-
-def _release(pool: PoolCounters, claims: ClaimLookup, name: str, decision: str) -> None:
-    """The decision no longer disrupts `name`; a NotReady node still consumes the budget."""
-    entry = pool.disrupting.get(name)
-    if entry is not None and entry[1] == decision:
-        del pool.disrupting[name]
-        _consume_if_not_ready(pool, claims.get(name), name)
-
-
-def _ended(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    name = data["nodeclaim"]
-    claim = claims.get(name)
-    if claim is None or claim.phase == ENDED:
-        return
-    _add(pool.resources, claim.resources, -1)
-    pool.nodes -= 1
-    if claim.phase == IN_FLIGHT:
-        pool.in_flight -= 1
-    if claim.initialized:
-        pool.initialized -= 1
-    claim.phase = ENDED
-    pool.disrupting.pop(name, None)
-
-
-def _decided(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    if data.get("replacements"):
-        pool.replacing[data["decision_id"]] = list(data["replacements"])
-    for name in data["candidates"]:
-        claim = claims.get(name)
-        if claim is not None and claim.phase != ENDED:
-            pool.disrupting[name] = [data["reason"], data["decision_id"]]
-
-
-def _cancelled(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    pool.replacing.pop(data["decision_id"], None)
-    for name in data.get("candidates") or ():
-        _release(pool, claims, name, data["decision_id"])
-
-
-def _completed(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    """The command handed its candidates to termination: they stay disrupting until they end
-    (upstream counts a deleting node against the budget)."""
-    pool.replacing.pop(data["decision_id"], None)
-
-
-def _validated(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    for name in data.get("dropped") or ():
-        _release(pool, claims, name, data["decision_id"])
-
-
-def _deletion_requested(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    """A claim being deleted consumes its pool's budget until it ends, whoever asked (reference
-    §2: MarkedForDeletion and a deletion timestamp count as disrupting)."""
-    name = data["nodeclaim"]
-    claim = claims.get(name)
-    entry = pool.disrupting.get(name)
-    if claim is not None and claim.initialized and claim.phase != ENDED and (entry is None or entry[0] == NOT_READY):
-        pool.disrupting[name] = [data.get("reason") or "Manual", data.get("decision_id") or ""]
-
-
-def _no_change(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    return None
-
-
-_EVOLVE: dict[str, Callable[[PoolCounters, ClaimLookup, dict[str, Any]], None]] = {
-    "NodePoolApplied": _applied,
-    "NodePoolDeleted": _deleted,
-    "NodePoolRejected": _deleted,  # ValidationSucceeded false: like upstream, nothing launches or disrupts there
-    "NodeClaimCreated": _created,
-    "NodeClaimLaunched": _launched,
-    "NodeClaimLaunchFailed": _ended,
-    "NodeClaimRegistered": _no_change,
-    "NodeClaimInitialized": _initialized,
-    "NodeClaimNotReady": _not_ready,
-    "NodeClaimReady": _ready,
-    "NodeClaimDeletionRequested": _deletion_requested,
-    "NodeClaimDraining": _no_change,
-    "NodeClaimTerminated": _ended,
-    "DisruptionDecided": _decided,
-    "DisruptionValidated": _validated,
-    "DisruptionCancelled": _cancelled,
-    "DisruptionCompleted": _completed,
-}
 
 CLAIM_EVENTS = frozenset(t for t in _EVOLVE if t.startswith("NodeClaim"))
 COUNTED_EVENTS = frozenset(_EVOLVE)
