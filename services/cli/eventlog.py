@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -133,10 +133,16 @@ class AuditResult:
 
 
 async def fold_database(
-    url: str, *, until: datetime | None = None, explain: str | None = None, workers: int | None = None
-) -> tuple[Replay, dict[str, PoolCounters]]:
-    """The replay of the database's log, and its live counters, both as of one instant: every
-    read (and every worker's) goes through one exported snapshot, so writers may go on."""
+    url: str,
+    *,
+    until: datetime | None = None,
+    explain: str | None = None,
+    workers: int | None = None,
+    chain: Callable[[EventStore, str], Awaitable[integrity.Integrity]] | None = None,
+) -> tuple[Replay, dict[str, PoolCounters], integrity.Integrity]:
+    """The replay of the database's log, its live counters and (given `chain`, run meanwhile)
+    the hash chain's check, all as of one instant: every read (and every worker's) goes through
+    one exported snapshot, so writers may go on."""
     store = await open_store(url)
     try:
         async with store.exported_snapshot() as snapshot:
@@ -144,10 +150,14 @@ async def fold_database(
             sizes = {name: pool.version for name, pool in live.items() if pool.version}
             if not sizes:  # a log written around the store (imported, planted): ask the log itself
                 sizes = await store.pool_sizes(snapshot=snapshot)
-            replay = await fold_log(store, url, sizes, until=until, explain=explain, workers=workers, snapshot=snapshot)
+            folding = fold_log(store, url, sizes, until=until, explain=explain, workers=workers, snapshot=snapshot)
+            if chain is None:
+                replay, checked = await folding, integrity.Integrity()
+            else:
+                replay, checked = await asyncio.gather(folding, chain(store, snapshot))
     finally:
         await store.close()
-    return replay, live
+    return replay, live, checked
 
 
 def compare_counters(replayed: dict[str, PoolCounters], live: dict[str, PoolCounters]) -> list[str]:
@@ -177,20 +187,13 @@ async def audit_database(
     """The replay and the hash chain, from one snapshot: PostgreSQL checks the chain while the
     replay folds (`shared.store.integrity`). Without `verify_chain` (the benchmark's baseline),
     the replay alone."""
-    store = await open_store(url)
-    try:
-        async with store.exported_snapshot() as snapshot:
-            live = await store.counters(snapshot=snapshot)
-            sizes = {name: pool.version for name, pool in live.items() if pool.version}
-            if not sizes:  # a log written around the store (imported, planted): ask the log itself
-                sizes = await store.pool_sizes(snapshot=snapshot)
-            folding = fold_log(store, url, sizes, explain=explain, workers=workers, snapshot=snapshot)
-            if verify_chain:
-                replay, chain = await asyncio.gather(folding, integrity.check(store, snapshot, anchored))
-            else:
-                replay, chain = await folding, integrity.Integrity()
-    finally:
-        await store.close()
+
+    def check(store: EventStore, snapshot: str) -> Awaitable[integrity.Integrity]:
+        return integrity.check(store, snapshot, anchored)
+
+    replay, live, chain = await fold_database(
+        url, explain=explain, workers=workers, chain=check if verify_chain else None
+    )
     mismatches = compare_counters(replay.pools, live)
     return AuditResult(replay, not mismatches, mismatches, chain.problems, chain.heads, chain.position)
 

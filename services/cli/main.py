@@ -226,7 +226,7 @@ def replay(
     except budgets_cmd.UsageError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    folded, _ = _run_with_database(lambda url: eventlog.fold_database(url, until=instant, workers=workers))
+    folded, _, _ = _run_with_database(lambda url: eventlog.fold_database(url, until=instant, workers=workers))
     view = eventlog.point_in_time(folded, instant)
     typer.echo(json.dumps(view, indent=2) if output == Output.JSON else eventlog.render_point_in_time(view))
 
