@@ -158,24 +158,9 @@ def main() -> None:
     gc.collect()
     resident = _rss_mib()
     types = catalog()
-    start, cpu = time.perf_counter(), time.process_time()
-    plan = schedule(
-        projection.plannable(),
-        projection.capacity(),
-        projection.templates({POOL: None}),
-        types,
-        daemonsets=list(projection.daemonsets.values()),
-        now=T0,
-        running=projection.running(),
-    )
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if args.check:
-        from tests.unit.scheduling.baseline_pass import schedule as old_schedule
-        from tests.unit.scheduling.oracle import shape
 
-        started = time.perf_counter()
-        old = old_schedule(
+    def one_pass(run):  # the call the service makes, with `run` the pass (new, or the oracle)
+        return run(
             projection.plannable(),
             projection.capacity(),
             projection.templates({POOL: None}),
@@ -184,6 +169,17 @@ def main() -> None:
             now=T0,
             running=projection.running(),
         )
+
+    start, cpu = time.perf_counter(), time.process_time()
+    plan = one_pass(schedule)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.check:
+        from tests.unit.scheduling.baseline_pass import schedule as old_schedule
+        from tests.unit.scheduling.oracle import shape
+
+        started = time.perf_counter()
+        old = one_pass(old_schedule)
         print(f"oracle baseline: {time.perf_counter() - started:.2f} s, same plan: {shape(old) == shape(plan)}")
     result = {
         "nodes": len(projection.nodes),

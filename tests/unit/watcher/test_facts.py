@@ -57,13 +57,18 @@ def test_a_watch_reports_pools_pending_pods_nodes_and_bindings():
     assert (node.nodeclaim, node.nodepool, node.provider_id.startswith("sim:///")) == ("general-a", "general", True)
 
 
-def test_a_restarted_watcher_lists_and_reports_only_what_changed_with_the_same_ids():
+def launched() -> tuple[World, Facts, list]:
+    """A world with one initialized node, and the watcher's facts so far."""
     world = World(parse_scenario(SCENARIO))
-    first = Facts()
+    facts = Facts()
     world.advance(world.now)
     launch(world, "general-a")
     world.advance(world.now + timedelta(minutes=1))
-    reported = [f for e in world.cluster.changes_since(0) for f in first.observe(e)]
+    return world, facts, [f for e in world.cluster.changes_since(0) for f in facts.observe(e)]
+
+
+def test_a_restarted_watcher_lists_and_reports_only_what_changed_with_the_same_ids():
+    world, _, reported = launched()
     # the watcher dies; meanwhile a pod, the node and the pool go away, and a PDB changes
     world.cluster.delete_pod(next(iter(world.cluster.pods)))
     world.terminate(next(iter(world.cloud.running())).provider_id)
@@ -132,12 +137,7 @@ def test_a_list_reports_pools_and_nodes_before_the_pods_that_refer_to_them():
 def test_an_initialized_node_that_goes_not_ready_and_back_is_reported_once_each_way():
     """A NotReady node consumes its pool's budget (reference B21): the watcher says when it
     flips, once, with ids a restarted watcher reuses; an uninitialized node is not reported."""
-    world = World(parse_scenario(SCENARIO))
-    facts = Facts()
-    world.advance(world.now)
-    launch(world, "general-a")
-    world.advance(world.now + timedelta(minutes=1))
-    reported = [f for e in world.cluster.changes_since(0) for f in facts.observe(e)]
+    world, facts, reported = launched()
     rv = world.cluster.resource_version
     assert world.nodes_not_ready("general", 5, timedelta(minutes=2)) == ["general-a"]
     down = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
