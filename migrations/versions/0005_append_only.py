@@ -27,12 +27,19 @@ TABLES = ("events", "nodepool_counters", "consumer_checkpoints", "outbox_checkpo
 
 
 def upgrade() -> None:
-    for role in ROLES:  # roles belong to the server, not the database: another database may have made them
+    # Roles belong to the server, not the database: another database may have made them, or be
+    # making them now (two databases migrated at once race on the same names).
+    for role in ROLES:
         op.execute(
             f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}')"
-            f" THEN CREATE ROLE {role} NOLOGIN; END IF; END $$"
+            f" THEN CREATE ROLE {role} NOLOGIN; END IF;"
+            " EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
         )
-    op.execute("GRANT nodewright_owner TO CURRENT_USER")  # so the login that migrates can go on migrating
+    op.execute(  # so the login that migrates can go on migrating
+        "DO $$ BEGIN IF NOT pg_has_role(current_user, 'nodewright_owner', 'MEMBER')"
+        " THEN GRANT nodewright_owner TO CURRENT_USER; END IF;"
+        " EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+    )
     op.execute("ALTER TABLE events ALTER COLUMN position SET GENERATED ALWAYS")
     op.execute(
         """

@@ -67,7 +67,8 @@ async def member_login(url: str, login: str, role: str) -> str:
         async with engine.begin() as conn:
             await conn.exec_driver_sql(
                 f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}')"
-                f" THEN CREATE ROLE {login} LOGIN IN ROLE {role}; END IF; END $$"
+                f" THEN CREATE ROLE {login} LOGIN IN ROLE {role}; END IF;"
+                " EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
             )
     finally:
         await engine.dispose()
