@@ -32,12 +32,13 @@ from rich.live import Live
 from rich.table import Table
 
 from services.cli.eventlog import migrate
+from shared.bus.service import PORT_FILE_ENV
 from shared.clock import AcceleratedClock
 from shared.config import Settings
 from shared.runtime import loop
 from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
-from shared.runtime.servers import free_tcp_port, local_database_url
+from shared.runtime.servers import local_database_url
 from shared.store.eventstore import EventStore
 from shared.store.migrate import WRITER, member_login
 
@@ -52,6 +53,7 @@ class Child:
     port: int
     process: subprocess.Popen[bytes]
     log: Path
+    port_file: Path
 
 
 class ChildExited(RuntimeError):
@@ -126,32 +128,53 @@ def _children(
     clean = {k: v for k, v in env.items() if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT"))}
     logs = data_dir / "logs"
     logs.mkdir(exist_ok=True)
+    ports = data_dir / "ports"
+    ports.mkdir(exist_ok=True)
     children: list[Child] = []
     try:
         for index, (name, args) in enumerate(commands.items()):
-            port = base_port + index if base_port is not None else free_tcp_port()
+            port = base_port + index if base_port is not None else 0
             log = logs / f"{name}.log"
+            said = ports / f"{name}.port"
+            said.unlink(missing_ok=True)
             with log.open("ab") as out:
                 process = subprocess.Popen(
                     [sys.executable, *args, "--port", str(port)],
-                    env={**clean, **bus.acting_as(name).environment()},
+                    env={**clean, **bus.acting_as(name).environment(), PORT_FILE_ENV: str(said)},
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-            children.append(Child(name, port, process, log))
+            children.append(Child(name, port, process, log, said))
             if name == "sim":
                 _wait_ready(children[-1])
+        for child in children:
+            _wait_port(child)
         yield children
     finally:
         _stop(children)
+
+
+def _wait_port(child: Child, timeout: float = 60.0) -> None:
+    """The port the child bound, from the file it writes once it listens."""
+    deadline = time.monotonic() + timeout
+    while not child.port:
+        if child.process.poll() is not None:
+            raise ChildExited(f"{child.name} exited with {child.process.returncode}:\n{_tail(child)}")
+        if time.monotonic() > deadline:
+            raise ChildExited(f"{child.name} did not listen after {timeout:.0f} s:\n{_tail(child)}")
+        with contextlib.suppress(OSError, ValueError):
+            child.port = int(child.port_file.read_text())
+            break
+        time.sleep(0.05)
 
 
 def _wait_ready(child: Child, timeout: float = 60.0) -> None:
     import urllib.error
     import urllib.request
 
+    _wait_port(child, timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.process.poll() is not None:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +40,9 @@ ReadinessCheck = Callable[[], Awaitable[str | None]]
 Step = Callable[[], Awaitable[None]]
 
 log = logging.getLogger("nodewright.bus")
+PORT_FILE_ENV = "NODEWRIGHT_PORT_FILE"
+"""Where a service writes the health port it bound (`nodewright up` starts each with port 0: a
+port chosen ahead and bound later can be taken meanwhile, by a client socket as much as a server)."""
 
 
 class ServiceShell:
@@ -144,6 +149,11 @@ class ServiceShell:
         listener = socket.create_server(("0.0.0.0", self.port), reuse_port=False)
         self.port = listener.getsockname()[1]
         await web.SockSite(self._runner, listener).start()
+        said = os.environ.get(PORT_FILE_ENV)
+        if said:  # whoever started us with `--port 0` learns the port the kernel gave
+            path = Path(said)
+            path.with_suffix(".tmp").write_text(str(self.port))
+            path.with_suffix(".tmp").replace(path)
 
     async def not_ready(self) -> list[str]:
         if self.starting is not None:

@@ -4,6 +4,7 @@ through their metrics, killed with SIGKILL."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.bus.service import PORT_FILE_ENV
 from shared.store.eventstore import EventStore
 
 
@@ -33,11 +35,23 @@ def gone(pid: int) -> bool:
 @dataclass
 class Service:
     name: str
-    port: int
     process: subprocess.Popen[bytes]
     log: Path
+    port_file: Path
+    _port: int = 0
+
+    @property
+    def port(self) -> int:
+        """The health port the service bound (0 until it listens): it is started with port 0 and
+        says which it got, so no port chosen ahead can be taken meanwhile."""
+        if not self._port:
+            with contextlib.suppress(OSError, ValueError):
+                self._port = int(self.port_file.read_text())
+        return self._port
 
     def metric(self, name: str) -> float | None:
+        if not self.port:
+            return None
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
                 text = response.read().decode()
@@ -59,19 +73,17 @@ class System:
         self.services: list[Service] = []
 
     def start(self, name: str, *args: str) -> Service:
-        from shared.runtime.servers import free_tcp_port
-
-        port = free_tcp_port()
         log = self.tmp / f"{name}-{len(self.services)}.log"
+        said = log.with_suffix(".port")
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}", *args, "--port", str(port)],
-                env=self.env,
+                [sys.executable, "-m", f"services.{name}", *args, "--port", "0"],
+                env={**self.env, PORT_FILE_ENV: str(said)},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        service = Service(name, port, process, log)
+        service = Service(name, process, log, said)
         self.services.append(service)
         return service
 
