@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,6 +20,13 @@ class UsageError(ValueError):
     """Bad arguments; the command exits 2."""
 
 
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""Instants budgets are computed at: a schedule looks back from an instant for its last hit, and
+near year 1 (or 9999) that walks off the calendar."""
+LONGEST_CALENDAR = timedelta(days=366)
+
+
 def parse_instant(text: str, option: str, now: datetime | None = None) -> datetime:
     """RFC 3339 with an offset (`2026-11-23T09:00:00Z`), or `now` (the caller's clock)."""
     if text == "now" and now is not None:
@@ -30,7 +37,18 @@ def parse_instant(text: str, option: str, now: datetime | None = None) -> dateti
         raise UsageError(f"{option}: {text!r} is not an RFC 3339 time such as 2026-11-23T09:00:00Z") from None
     if value.tzinfo is None:
         raise UsageError(f"{option}: {text!r} has no UTC offset; add Z or +hh:mm")
+    if not EARLIEST <= value < LATEST:
+        span = f"from {iso(EARLIEST)} to before {iso(LATEST)}"
+        raise UsageError(f"{option}: {text!r} is out of range: give an instant {span}")
     return value
+
+
+def calendar_span(start: datetime, end: datetime) -> None:
+    """A calendar lists every budget change: over centuries it would never end."""
+    if end <= start:
+        raise UsageError("--to must be after --from")
+    if end - start > LONGEST_CALENDAR:
+        raise UsageError(f"--from/--to: a calendar spans at most {LONGEST_CALENDAR.days} days")
 
 
 def iso(at: datetime) -> str:

@@ -104,8 +104,7 @@ def budgets(
         else:
             t1 = budgets_cmd.parse_instant(start or "", "--from")
             t2 = budgets_cmd.parse_instant(end or "", "--to")
-            if t2 <= t1:
-                raise budgets_cmd.UsageError("--to must be after --from")
+            budgets_cmd.calendar_span(t1, t2)
             reports = [budgets_cmd.calendar_report(p, t1, t2, nodes) for p in pools]
     except (OSError, DocumentError, budgets_cmd.UsageError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -25,6 +25,8 @@ def check_files(paths: list[Path]) -> list[FileReport]:
         report = FileReport(str(path))
         try:
             report.results = validate_text(path.read_text(encoding="utf-8"))
+            if not report.results:
+                report.error = "holds no NodePool document: an empty file validates nothing"
         except (OSError, UnicodeDecodeError) as exc:
             report.error = f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}"
         except DocumentError as exc:

@@ -88,8 +88,11 @@ def test_bad_arguments_exit_2():
         ("budgets", BACKEND, "--at", "2026-11-23T16:00:00Z", "--nodes", "3", "--nodepool", "nope"),
         ("budgets", BACKEND, "--from", "2026-11-24T00:00:00Z", "--to", "2026-11-23T00:00:00Z", "--nodes", "3"),
         ("budgets", "/nonexistent.yaml", "--at", "now", "--nodes", "3"),
+        ("budgets", BACKEND, "--at", "0001-01-01T00:00:00Z", "--nodes", "3"),  # no traceback near year 1
+        ("budgets", BACKEND, "--from", "2026-01-01T00:00:00Z", "--to", "9000-01-01T00:00:00Z", "--nodes", "3"),
     ]
     for args in cases:
         run = nodewright(*args)
         assert run.returncode == 2, (args, run.stdout, run.stderr)
         assert "error" in run.stderr.lower() or "usage" in run.stderr.lower()
+        assert "Traceback" not in run.stderr + run.stdout

@@ -61,7 +61,9 @@ def test_unreadable_not_yaml_or_other_kind_exit_2(tmp_path):
     not_yaml.write_text("a: [unclosed")
     other = tmp_path / "pod.yaml"
     other.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
-    for path in (not_yaml, other, tmp_path / "missing.yaml"):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("\n# nothing here\n")
+    for path in (not_yaml, other, tmp_path / "missing.yaml", empty):
         run = nodewright("validate", str(path))
         assert run.returncode == 2, (path, run.stdout, run.stderr)
         assert f"ERROR {path}" in run.stderr
