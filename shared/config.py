@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     """Seconds (on the clock) without a new pod that end the scheduler's batch (upstream's BATCH_IDLE_DURATION)."""
     batch_max_duration: float = 10.0
     """The longest a batch waits after its first pod (upstream's BATCH_MAX_DURATION)."""
-    scheduling_timeout: float = 60.0
+    scheduling_timeout: float = Field(default=60.0, gt=0)
     """Seconds (real time) one scheduling pass may compute before it launches what it planned and
     leaves the rest to the next pass (upstream's Solve stops after a minute)."""
     termination_ack_wait: float = 30.0

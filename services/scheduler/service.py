@@ -33,6 +33,7 @@ from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
 from shared.clock import Clock
+from shared.config import Settings
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
@@ -52,7 +53,7 @@ PRODUCER = "scheduler"
 LEADER_LOCK = 0x6E77_7363_6864  # "nwschd"
 IDLE = timedelta(seconds=1)
 LONGEST = timedelta(seconds=10)
-PASS_TIMEOUT = timedelta(minutes=1)  # upstream's Solve gives up after a minute
+PASS_TIMEOUT = timedelta(seconds=Settings.model_fields["scheduling_timeout"].default)  # upstream's Solve: a minute
 LAUNCHES_AT_ONCE = 16
 LOCK_CHECK_SECONDS = 2.0
 INSTANCE_GONE = "InstanceTerminated"

@@ -150,8 +150,9 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """When a pass stops, asked before each pod: once `clock()` reaches `deadline` (the
-    caller's clock and deadline: the core reads no clock of its own), or after `pods` pods."""
+    """When a pass stops, asked before each pod after the first: once `clock()` reaches
+    `deadline` (the caller's clock and deadline: the core reads no clock of its own), or after
+    `pods` pods."""
 
     deadline: float | None = None
     clock: Callable[[], float] | None = None
@@ -195,7 +196,9 @@ def schedule(
     fitting = Fitting(catalog)
     claims = ClaimIndex(fitting, smallest)
     for position, pod in enumerate(queue):
-        if bound is not None and bound.over(position):
+        # at least one pod a pass: a bound already over (a deadline spent on the pools' options,
+        # a timeout of 0) must not leave every pass empty and the queue stuck
+        if position > 0 and bound is not None and bound.over(position):
             plan.deferred = [p.key for p in queue[position:]]
             break
         if pod.daemonset or _avoids_nodepools(pod):

@@ -164,9 +164,10 @@ def test_a_pass_bounded_after_n_pods_plans_those_and_defers_the_rest_in_order(ca
     pods, nodes, pools, daemonsets, running = case
     bounded = packing.schedule(pods, nodes, pools, CATALOG, daemonsets=daemonsets, running=running, bound=Bound(pods=n))
     queue = sorted(pods, key=packing._queue_order)
-    assert bounded.deferred == [p.key for p in queue[n:]]
-    assert bounded.timed_out == (n < len(queue))
-    first = packing.schedule(queue[:n], nodes, pools, CATALOG, daemonsets=daemonsets, running=running)
+    taken = max(n, 1)  # a pass always looks at its first pod, so the queue moves
+    assert bounded.deferred == [p.key for p in queue[taken:]]
+    assert bounded.timed_out == (taken < len(queue))
+    first = packing.schedule(queue[:taken], nodes, pools, CATALOG, daemonsets=daemonsets, running=running)
     assert shape(bounded) == shape(first)
 
 
@@ -180,6 +181,10 @@ def test_a_deadline_on_the_callers_clock_stops_the_pass():
         CATALOG,
         bound=Bound(deadline=10, clock=lambda: next(ticks)),
     )
-    assert len(plan.deferred) == 40 and plan.timed_out  # the clock reached 10 before the 11th pod
+    assert len(plan.deferred) == 39 and plan.timed_out  # asked from the 2nd pod on: 10 reached before the 12th
     unbounded = packing.schedule(pods, [], [PoolTemplate("default", Requirements())], CATALOG, bound=Bound(deadline=10))
     assert not unbounded.deferred  # a deadline without a clock never stops it
+    spent = packing.schedule(
+        pods, [], [PoolTemplate("default", Requirements())], CATALOG, bound=Bound(deadline=0, clock=lambda: 1)
+    )
+    assert len(spent.deferred) == 49  # a bound over before the first pod still places one
