@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python benchmarks/budgets.py
 	$(BIN)/python -m benchmarks.store
+	$(BIN)/python -m benchmarks.chain
 	$(BIN)/python -m benchmarks.bus
 	$(BIN)/python -m benchmarks.strict_limits
 	$(BIN)/python -m benchmarks.scheduling

@@ -47,7 +47,6 @@ from shared.events.envelope import Metadata, NewEvent
 from shared.policy.audit import LogEntry, Replay
 from shared.policy.counters import COUNTED_EVENTS, TIMED_EVENTS
 from shared.runtime import loop
-from shared.store import sql
 from shared.store.eventstore import EVENT_ROWS_INSERT, AppendPaths, EventStore
 
 POOLS = [f"pool-{i}" for i in range(10)]
@@ -390,37 +389,11 @@ async def replay_db(url: str, workers: int | None = None, chain: bool = True) ->
     return time.perf_counter() - start, result
 
 
-async def chain_cost_appends(url: str, total: int, rounds: int = 3) -> tuple[list[float], list[float]]:
-    """Micro-batched appends with the chained write and with the write before it, alternately
-    in one process and one database: (events/s chained, events/s unchained) per round."""
-    store = EventStore.connect(url, pool_size=8)
-    await apply_pools(store)
-    batcher = AppendBatcher(store, max_batch=400, flushers=FLUSHERS)
-    chained, plain = sql.write_statement(True), sql.write_statement(False)
-    out: tuple[list[float], list[float]] = ([], [])
-    try:
-        await drive(batcher.append, 4000, WRITERS)  # warm up
-        for _ in range(rounds):
-            for statement, figures in ((chained, out[0]), (plain, out[1])):
-                sql.WRITE = statement
-                seconds, _ = await drive(batcher.append, total, WRITERS)
-                figures.append(total / seconds)
-    finally:
-        sql.WRITE = chained
-        await batcher.close()
-        await store.close()
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=60000, help="events for the micro-batched run")
     parser.add_argument("--replay", type=int, default=1_000_000, help="events in the replayed log")
-    parser.add_argument("--only-chain", action="store_true", help="only the hash chain's cost, old against new")
     args = parser.parse_args()
-    if args.only_chain:
-        chain_figures(args.events, args.replay)
-        return
 
     with bench_database() as url:
         results = loop.run(appends(url, args.events))
@@ -496,41 +469,6 @@ def main() -> None:
             }
         )
     )
-
-
-def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, list[float]]:
-    """What the hash chain costs, old against new, alternately in the same run: micro-batched
-    appends (the write with and without it) and the audit replay (with and without verifying)."""
-    with bench_database() as url:
-        chained, plain = loop.run(chain_cost_appends(url, events, rounds))
-    ratio = statistics.median(chained) / statistics.median(plain)
-    print(
-        "hash chain, micro-batched appends: "
-        + ", ".join(f"{a:,.0f}/{b:,.0f}" for a, b in zip(chained, plain, strict=True))
-        + f" events/s chained/unchained in {rounds} alternating rounds; median ratio {ratio:.2f}x (goal >= 0.90x)"
-    )
-    entries = synthetic_log(replay)
-    folded = Replay()
-    folded.feed(entries)
-    with bench_database() as url:
-        loop.run(load_log(url, entries, folded))
-        del entries
-        verified: list[float] = []
-        bare: list[float] = []
-        for _ in range(rounds):
-            seconds, result = loop.run(replay_db(url, chain=True))
-            assert result.ok, [p.to_dict() for p in result.chain[:3]]
-            verified.append(seconds)
-            bare.append(loop.run(replay_db(url, chain=False))[0])
-    cost = statistics.median(verified) / statistics.median(bare)
-    print(
-        f"hash chain, audit replay of {replay:,} events: "
-        + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(verified, bare, strict=True))
-        + f" s verified/not in {rounds} alternating rounds; median ratio {cost:.2f}x (goal <= 1.10x)"
-    )
-    figures = {"appends_chained": chained, "appends_unchained": plain, "audit_verified": verified, "audit_bare": bare}
-    print(json.dumps({"chain": figures, "append_ratio": ratio, "audit_ratio": cost}))
-    return figures
 
 
 if __name__ == "__main__":
