@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     """With it, the accelerated clock: the simulated instant at `clock_origin` (wall, epoch seconds)."""
     clock_speed: float = 1.0
     clock_origin: float | None = None
+    clock_gate: Path | None = None
+    """Without an origin: the clock holds at `clock_start` until this file holds one (`up`)."""
     batch_idle_duration: float = 1.0
     """Seconds (on the clock) without a new pod that end the scheduler's batch (upstream's BATCH_IDLE_DURATION)."""
     batch_max_duration: float = 10.0
@@ -90,7 +92,7 @@ class Settings(BaseSettings):
     """Seconds after which a drain whose replica stopped answering goes to another replica."""
 
     def clock(self) -> Clock:
-        return clock_from(self.clock_start, self.clock_speed, self.clock_origin)
+        return clock_from(self.clock_start, self.clock_speed, self.clock_origin, self.clock_gate)
 
     @field_validator("database_url")
     @classmethod

@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -16,8 +16,9 @@ import typer
 
 from services.cli import budgets as budgets_cmd
 from services.cli import describe as describe_cmd
-from services.cli import eventlog
+from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
+from services.cli.database import RunOption, with_database
 from shared.api.documents import DocumentError, load_nodepools
 from shared.policy.chain import read_anchor
 from shared.runtime import loop
@@ -122,37 +123,18 @@ events_app = typer.Typer(help="The event log.", no_args_is_help=True)
 app.add_typer(events_app, name="events")
 
 
-def _run_with_database(work: Callable[[str], Awaitable[T]]) -> T:
-    """Run `work(url)` against NODEWRIGHT_DATABASE_URL, else an embedded PostgreSQL; exit 2 on
-    a database that cannot be reached or is not migrated."""
-    import asyncpg
-    import nats.errors
-    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-
-    from shared.config import settings
-    from shared.runtime.servers import local_database_url
-
-    try:
-        with local_database_url(settings()) as url:
-            return loop.run(work(url))
-    except (OSError, RuntimeError, ValueError, ArgumentError, SQLAlchemyError, asyncpg.PostgresError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except (nats.errors.Error, pydantic.ValidationError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-
-
 @app.command()
 def migrate() -> None:
     """Create or upgrade the event store's tables (Alembic); a second run changes nothing."""
-    typer.echo(_run_with_database(eventlog.migrate))
+    typer.echo(with_database(eventlog.migrate))
 
 
 @events_app.command("export")
-def events_export(file: Annotated[Path, typer.Argument(help="JSON Lines file to write")]) -> None:
+def events_export(
+    file: Annotated[Path, typer.Argument(help="JSON Lines file to write")], run: RunOption = None
+) -> None:
     """Write the whole log, one event per line, in position order."""
-    count = _run_with_database(lambda url: eventlog.export(url, file))
+    count = with_database(lambda url: eventlog.export(url, file), run)
     typer.echo(f"exported {count} events to {file}")
 
 
@@ -181,6 +163,7 @@ def audit(
     save_anchor: Annotated[
         Path | None, typer.Option("--save-anchor", help="write the log's heads here, to keep elsewhere")
     ] = None,
+    run: RunOption = None,
 ) -> None:
     """Replay the log: re-check every launch against the limits then in force and every disruption
     against the budgets active at its time; compare the counters; verify the hash chain. Exit 1
@@ -195,7 +178,7 @@ def audit(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if from_file is None:
-        result = _run_with_database(lambda url: eventlog.audit_database(url, explain, workers, anchored))
+        result = with_database(lambda url: eventlog.audit_database(url, explain, workers, anchored), run)
     if save_anchor is not None:
         try:
             save_anchor.write_text(json.dumps(result.anchor(), indent=2) + "\n", encoding="utf-8")
@@ -216,6 +199,7 @@ def replay(
     at: Annotated[str, typer.Option("--at", help="instant (RFC 3339, or 'now')")],
     output: OutputOption = Output.TEXT,
     workers: WorkersOption = None,
+    run: RunOption = None,
 ) -> None:
     """Each NodePool's counters and the spec in force at --at, rebuilt from the log."""
     from datetime import UTC, datetime
@@ -225,7 +209,7 @@ def replay(
     except budgets_cmd.UsageError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    folded, _, _ = _run_with_database(lambda url: eventlog.fold_database(url, until=instant, workers=workers))
+    folded, _, _ = with_database(lambda url: eventlog.fold_database(url, until=instant, workers=workers), run)
     view = eventlog.point_in_time(folded, instant)
     typer.echo(json.dumps(view, indent=2) if output == Output.JSON else eventlog.render_point_in_time(view))
 
@@ -239,7 +223,7 @@ def relay(
     what is committed now, then stop)."""
     if not once:  # the service itself, in this process
         os.execv(sys.executable, [sys.executable, "-m", "services.relay", *(["--port", str(port)] if port else [])])
-    count = _with_bus(lambda bus: _run_with_database(lambda url: eventlog.relay_once(url, bus.acting_as("relay"))))
+    count = _with_bus(lambda bus: with_database(lambda url: eventlog.relay_once(url, bus.acting_as("relay"))))
     typer.echo(f"published {count} events")
 
 
@@ -305,14 +289,14 @@ def delete_nodeclaim(
 
     clock = shared_clock(settings())
     try:
-        deleted = _run_with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now()))
+        deleted = with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now()))
     except eventlog.NotFoundError as exc:
         typer.echo(f"Error from server (NotFound): {exc}", err=True)
         raise typer.Exit(1) from None
     for name in deleted:
         typer.echo(f'nodeclaim.karpenter.sh "{name}" deleted')
     if wait:
-        left = _run_with_database(lambda url: eventlog.wait_terminated(url, deleted, timeout))
+        left = with_database(lambda url: eventlog.wait_terminated(url, deleted, timeout))
         if left:
             typer.echo(f"error: still terminating after {timeout:.0f} s: {', '.join(left)}", err=True)
             raise typer.Exit(1)
@@ -324,10 +308,11 @@ def _system_errors(child_exit: int) -> Iterator[None]:
     """A bad scenario exits 2; a service process that died exits `child_exit`; both say why."""
     from services.cli.up import ChildExited
     from shared.api.scenario import ScenarioError
+    from shared.runtime.runs import RunError
 
     try:
         yield
-    except ScenarioError as exc:
+    except (ScenarioError, RunError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
@@ -371,16 +356,23 @@ def run_command(
         typer.Option("--speed", min=0.001, help="simulated seconds per wall second (default: ~60 s of wall time)"),
     ] = None,
     output: OutputOption = Output.TEXT,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="write nodes.png, report.md and summary.json here")
+    ] = None,
 ) -> None:
-    """Play a scenario to its end with every service (as `up` does), audit the log, stop, and
-    summarise. Exit 1 when the audit finds a violation."""
+    """Play a scenario to its end with every service (as `up` does) on a log of its own, audit
+    the log, stop, and summarise. Exit 1 when the audit finds a violation."""
     from services.cli import run
     from shared.config import settings
 
     with _system_errors(child_exit=2):
-        summary = run.run(settings(), scenario, speed)
+        summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
     raise typer.Exit(0 if summary["audit_ok"] else 1)
+
+
+app.command("report")(runs_cmd.report)
+app.command("runs")(runs_cmd.runs)
 
 
 def main() -> None:

@@ -3,9 +3,10 @@
 Servers come from `NODEWRIGHT_DATABASE_URL` / `NODEWRIGHT_NATS_URL`, else embedded ones under
 `.nodewright/` (kept between runs; an embedded nats-server gets a user per service, and each
 process connects as its own; on an embedded PostgreSQL the services log in as
-`nodewright_service`, a member of the writer role). The log is migrated, then the sim, the relay, the watcher and the
-scheduler start with the same accelerated clock (the scenario's start, `--speed` times faster)
-and their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
+`nodewright_service`, a member of the writer role). The log is migrated, then the sim, the
+relay, the watcher, the scheduler, termination and disruption start with the same accelerated
+clock (the scenario's start, `--speed` times faster), held at the start until every one is
+ready, and their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
 events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
 """
 
@@ -35,13 +36,15 @@ from services.cli.eventlog import migrate
 from shared.bus.service import PORT_FILE_ENV
 from shared.clock import AcceleratedClock
 from shared.config import Settings
-from shared.runtime import loop
+from shared.runtime import loop, runs
 from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
 from shared.runtime.servers import local_database_url
 from shared.store.eventstore import EventStore
 from shared.store.migrate import WRITER, member_login
 
+GATE = "clock-origin"
+"""The file the processes' held clock waits on (`AcceleratedClock.open`)."""
 STOP_SECONDS = 15.0
 REFRESH_SECONDS = 0.5
 LISTED = 8
@@ -70,13 +73,16 @@ def up(
     base_port: int | None = None,
     console: Console | None = None,
     then: Callable[[str], Coroutine[Any, Any, Any]] | None = None,
+    run: tuple[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """Run until Ctrl-C or `run_for` wall seconds; the last view of the system, and what `then`
-    (given the database URL, once every service has stopped and before the servers do) returned."""
+    (given the database URL, once every service has stopped and before the servers do) returned.
+    With `run` (a name and its description), the log is a new database of that name
+    (`shared.runtime.runs`), not the server's own."""
     console = console or Console()
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops all, as Ctrl-C does
     try:
-        return _up(config, scenario, speed, run_for, live, base_port, console, then)
+        return _up(config, scenario, speed, run_for, live, base_port, console, then, run)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -90,22 +96,29 @@ def _up(
     base_port: int | None,
     console: Console,
     then: Callable[[str], Coroutine[Any, Any, Any]] | None,
+    run: tuple[str, dict[str, Any]] | None,
 ) -> tuple[dict[str, Any], Any]:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
     start = _scenario_start(scenario)
     with local_database_url(config) as database_url, local_bus(config) as bus:
+        if run is not None:
+            database_url = loop.run(runs.create(database_url, *run))
+            console.print(f"run {run[0]}: a log of its own")
         console.print(loop.run(migrate(database_url)))
         services_url = database_url
         if not config.database_url:  # embedded: the services log in as writers, never as the owner
             services_url = loop.run(member_login(database_url, "nodewright_service", WRITER))
-        clock = AcceleratedClock(start, speed)
+        gate = config.data_dir / GATE
+        gate.unlink(missing_ok=True)
+        clock = AcceleratedClock(start, speed, gate=gate)
         env = {**os.environ, "NODEWRIGHT_DATABASE_URL": services_url, **clock.environment()}
-        shared = write_clock(config.data_dir, clock)
         with contextlib.ExitStack() as cleanup, _children(config.data_dir, scenario, env, bus, base_port) as children:
-            cleanup.callback(lambda: shared.unlink(missing_ok=True))
             for child in children:
                 console.print(f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}")
+            clock.open()  # every process is ready: the scenario's time starts now, for all of them
+            shared = write_clock(config.data_dir, clock)
+            cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))
             view = loop.run(_watch(database_url, children, clock, run_for, live, console))
         return view, (loop.run(then(database_url)) if then is not None else None)
 
@@ -149,8 +162,8 @@ def _children(
             children.append(Child(name, port, process, log, said))
             if name == "sim":
                 _wait_ready(children[-1])
-        for child in children:
-            _wait_port(child)
+        for child in children:  # ready, so the clock (held until then) starts with all of them listening
+            _wait_ready(child)
         yield children
     finally:
         _stop(children)

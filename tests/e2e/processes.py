@@ -134,3 +134,19 @@ async def wait_for(condition, seconds: float, what: str) -> float:
         assert time.monotonic() - started < seconds, f"timed out waiting for {what}"
         await asyncio.sleep(0.1)
     return time.monotonic() - started
+
+
+def run_log_url(server_url: str, run: str) -> str:
+    """The database `nodewright run` made for a run, on the server `server_url` reaches."""
+    from shared.runtime.runs import database_url
+
+    return database_url(server_url, run)
+
+
+async def drop_run_log(url: str) -> None:
+    """Drop a run's database (tests leave no run behind on a shared server)."""
+    from sqlalchemy.engine import make_url
+
+    from shared.runtime.runs import drop
+
+    await drop(make_url(url).set(database="postgres").render_as_string(hide_password=False), make_url(url).database)

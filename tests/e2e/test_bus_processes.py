@@ -18,7 +18,7 @@ from services.cli.eventlog import audit_database
 from shared.bus.names import BusNames
 from shared.store.eventstore import EventStore
 from tests.conftest import ROOT
-from tests.e2e.processes import Service, System, bound_pods, environment, wait_for
+from tests.e2e.processes import Service, System, bound_pods, drop_run_log, environment, run_log_url, wait_for
 from tests.integration.streams import stream_bodies
 from tests.integration.world import burst
 
@@ -120,15 +120,19 @@ async def test_two_deployments_on_one_nats_server_each_see_only_their_own(
                 )
             )
         outputs = [run.communicate(timeout=240) for run in runs]
-        for run, (out, err) in zip(runs, outputs, strict=True):
+        logs = []
+        for run, (out, err), url in zip(runs, outputs, (blue_url, green_url), strict=True):
             assert run.returncode == 0, out + err
-            assert json.loads(out)["audit_ok"] is True
-        for deployment, url in (("blue", blue_url), ("green", green_url)):
+            summary = json.loads(out)
+            assert summary["audit_ok"] is True
+            logs.append(run_log_url(url, summary["run"]))
+        for deployment, url in (("blue", logs[0]), ("green", logs[1])):
             store = EventStore.connect(url, pool_size=1)
             try:
                 logged = [str(e.event_id) async for page in store.read_all() for e in page]
             finally:
                 await store.close()
+                await drop_run_log(url)
             on_stream = [b["event_id"] for b in await stream_bodies(nats_server_url, BusNames(deployment))]
             assert on_stream == logged, deployment  # exactly its own events, each once, in order
         nc = await nats.connect(nats_server_url)

@@ -4,6 +4,7 @@ finishes it, no pod evicted twice), `nodewright delete nodeclaim --wait` beside 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ import yaml
 
 from services.cli.eventlog import audit_database
 from shared.store.eventstore import EventStore
-from tests.e2e.processes import System, cli_environment, environment, gone, pids, wait_for
+from tests.e2e.processes import System, cli_environment, drop_run_log, environment, gone, pids, run_log_url, wait_for
 from tests.integration.test_termination import scenario
 
 pytestmark = pytest.mark.timeout(300)
@@ -155,6 +156,7 @@ def test_run_reports_each_termination(tmp_path: Path, fresh_database_url: str, n
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(done.stdout)
+    asyncio.run(drop_run_log(run_log_url(fresh_database_url, summary["run"])))
     (termination,) = summary["terminations"]
     assert termination["nodepool"] == "p" and termination["terminated_at"] is not None
     assert termination["requested_at"] <= termination["terminated_at"]

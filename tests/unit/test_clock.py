@@ -19,6 +19,20 @@ def test_an_accelerated_clock_runs_speed_times_faster_from_its_start():
     assert clock.wall_seconds(timedelta(minutes=1)) == 1.0
 
 
+def test_a_gated_clock_holds_at_its_start_in_every_process_until_it_is_opened(monkeypatch, tmp_path):
+    parent = AcceleratedClock(START, speed=3600, gate=tmp_path / "gate")
+    for key, value in parent.environment().items():
+        monkeypatch.setenv(key, value)
+    child = Settings().clock()
+    assert isinstance(child, AcceleratedClock) and "NODEWRIGHT_CLOCK_ORIGIN" not in parent.environment()
+    time.sleep(0.05)  # 3 simulated minutes, were it running
+    assert parent.now() == child.now() == START
+    origin = parent.open()
+    assert child.origin == origin == parent.open()  # opening twice keeps the first origin
+    time.sleep(0.05)
+    assert child.now() > START and abs((child.now() - parent.now()).total_seconds()) < 60
+
+
 def test_processes_given_the_same_environment_read_the_same_instant(monkeypatch):
     parent = AcceleratedClock(START, speed=30)
     for key, value in parent.environment().items():
