@@ -306,7 +306,7 @@ def delete_nodeclaim(
 @contextlib.contextmanager
 def _system_errors(child_exit: int) -> Iterator[None]:
     """A bad scenario exits 2; a service process that died exits `child_exit`; both say why."""
-    from services.cli.up import ChildExited
+    from services.cli.children import ChildExited
     from shared.api.scenario import ScenarioError
     from shared.runtime.runs import RunError
 

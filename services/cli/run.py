@@ -55,7 +55,7 @@ def run(
         await runs.describe(database_url, name, {**description, "score": score, "summary": headline})
         return summary
 
-    _, summary = up.up(
+    view, summary = up.up(
         config,
         path,
         speed,
@@ -65,6 +65,7 @@ def run(
         then=summarise,
         run=(name, description),
     )
+    summary["restarts"] = {p["name"]: p["restarts"] for p in view.get("processes", []) if p["restarts"]}
     return summary
 
 
@@ -115,6 +116,8 @@ def render(summary: dict[str, Any]) -> str:
         )
     else:
         lines.append("audit OK")
+    if summary.get("restarts"):
+        lines.append("processes restarted: " + ", ".join(f"{n} {k}" for n, k in summary["restarts"].items()))
     if summary.get("report"):
         lines.append(f"report: {summary['report']}/report.md (and nodes.png, summary.json)")
     if summary.get("run"):

@@ -16,11 +16,8 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,12 +29,13 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from services.cli import children as children_of
+from services.cli.children import Child
 from services.cli.eventlog import migrate
-from shared.bus.service import PORT_FILE_ENV
 from shared.clock import AcceleratedClock
 from shared.config import Settings
 from shared.runtime import loop, runs
-from shared.runtime.bus import LocalBus, local_bus
+from shared.runtime.bus import local_bus
 from shared.runtime.clockfile import write_clock
 from shared.runtime.servers import local_database_url
 from shared.store.eventstore import EventStore
@@ -45,22 +43,8 @@ from shared.store.migrate import WRITER, member_login
 
 GATE = "clock-origin"
 """The file the processes' held clock waits on (`AcceleratedClock.open`)."""
-STOP_SECONDS = 15.0
 REFRESH_SECONDS = 0.5
 LISTED = 8
-
-
-@dataclass
-class Child:
-    name: str
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-    port_file: Path
-
-
-class ChildExited(RuntimeError):
-    pass
 
 
 def up(
@@ -113,7 +97,10 @@ def _up(
         gate.unlink(missing_ok=True)
         clock = AcceleratedClock(start, speed, gate=gate)
         env = {**os.environ, "NODEWRIGHT_DATABASE_URL": services_url, **clock.environment()}
-        with contextlib.ExitStack() as cleanup, _children(config.data_dir, scenario, env, bus, base_port) as children:
+        with (
+            contextlib.ExitStack() as cleanup,
+            children_of.started(config.data_dir, scenario, env, bus, base_port) as children,
+        ):
             for child in children:
                 console.print(f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}")
             clock.open()  # every process is ready: the scenario's time starts now, for all of them
@@ -121,102 +108,6 @@ def _up(
             cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))
             view = loop.run(_watch(database_url, children, clock, run_for, live, console))
         return view, (loop.run(then(database_url)) if then is not None else None)
-
-
-@contextlib.contextmanager
-def _children(
-    data_dir: Path, scenario: Path, env: dict[str, str], bus: LocalBus, base_port: int | None
-) -> Iterator[list[Child]]:
-    """The services, each in its own session (a Ctrl-C at the terminal reaches only `up`, which
-    stops them in order) and as its own NATS user. The sim first: the others talk to it as soon
-    as they start; the relay next, which makes the stream the others consume."""
-    commands = {
-        "sim": ["-m", "services.sim", "--scenario", str(scenario)],
-        "relay": ["-m", "services.relay"],
-        "watcher": ["-m", "services.watcher"],
-        "scheduler": ["-m", "services.scheduler"],
-        "termination": ["-m", "services.termination"],
-        "disruption": ["-m", "services.disruption"],
-    }
-    clean = {k: v for k, v in env.items() if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT"))}
-    logs = data_dir / "logs"
-    logs.mkdir(exist_ok=True)
-    ports = data_dir / "ports"
-    ports.mkdir(exist_ok=True)
-    children: list[Child] = []
-    try:
-        for index, (name, args) in enumerate(commands.items()):
-            port = base_port + index if base_port is not None else 0
-            log = logs / f"{name}.log"
-            said = ports / f"{name}.port"
-            said.unlink(missing_ok=True)
-            with log.open("ab") as out:
-                process = subprocess.Popen(
-                    [sys.executable, *args, "--port", str(port)],
-                    env={**clean, **bus.acting_as(name).environment(), PORT_FILE_ENV: str(said)},
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            children.append(Child(name, port, process, log, said))
-            if name == "sim":
-                _wait_ready(children[-1])
-        for child in children:  # ready, so the clock (held until then) starts with all of them listening
-            _wait_ready(child)
-        yield children
-    finally:
-        _stop(children)
-
-
-def _wait_port(child: Child, timeout: float = 60.0) -> None:
-    """The port the child bound, from the file it writes once it listens."""
-    deadline = time.monotonic() + timeout
-    while not child.port:
-        if child.process.poll() is not None:
-            raise ChildExited(f"{child.name} exited with {child.process.returncode}:\n{_tail(child)}")
-        if time.monotonic() > deadline:
-            raise ChildExited(f"{child.name} did not listen after {timeout:.0f} s:\n{_tail(child)}")
-        with contextlib.suppress(OSError, ValueError):
-            child.port = int(child.port_file.read_text())
-            break
-        time.sleep(0.05)
-
-
-def _wait_ready(child: Child, timeout: float = 60.0) -> None:
-    import urllib.error
-    import urllib.request
-
-    _wait_port(child, timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if child.process.poll() is not None:
-            raise ChildExited(f"{child.name} exited with {child.process.returncode}:\n{_tail(child)}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{child.port}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.1)
-    raise ChildExited(f"{child.name} was not ready after {timeout:.0f} s:\n{_tail(child)}")
-
-
-def _tail(child: Child) -> str:
-    return child.log.read_text(errors="replace")[-2000:]
-
-
-def _stop(children: list[Child]) -> None:
-    """In the reverse of the order they started (the sim, which the others call, last): SIGTERM,
-    then a wait; whatever is still running after STOP_SECONDS is killed."""
-    for child in reversed(children):
-        if child.process.poll() is None:
-            child.process.terminate()
-        try:
-            child.process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            child.process.kill()
-            child.process.wait()
 
 
 async def _watch(
@@ -227,27 +118,23 @@ async def _watch(
     live: bool,
     console: Console,
 ) -> dict[str, Any]:
-    """Refresh the view until Ctrl-C, `run_for`, or a child that dies (its log's tail is shown)."""
+    """Refresh the view until Ctrl-C or `run_for`, restarting any process that dies
+    (`children.supervise`); a database that stops answering is waited for, and said."""
     store = EventStore.connect(database_url, pool_size=1)  # its driver settings: password, TLS...
     deadline = None if run_for is None else time.monotonic() + run_for
     view: dict[str, Any] = {}
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as http,
-            store.driver_connection() as conn,
-        ):
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as http:
             with (
                 Live(console=console, auto_refresh=False, transient=False)
                 if live
                 else contextlib.nullcontext() as screen
             ):
                 while deadline is None or time.monotonic() < deadline:
-                    view = await _view(conn, http, children, clock)
+                    children_of.supervise(children, console.print)
+                    view = await _view(store, http, children, clock, view)
                     if screen is not None:
                         screen.update(_render(view), refresh=True)
-                    dead = [c for c in children if c.process.poll() is not None]
-                    if dead:
-                        raise ChildExited(f"{dead[0].name} exited with {dead[0].process.returncode}:\n{_tail(dead[0])}")
                     await asyncio.sleep(REFRESH_SECONDS)
     finally:
         await store.close()
@@ -256,7 +143,38 @@ async def _watch(
     return view
 
 
-async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children: list[Child], clock: Any) -> dict:
+async def _view(
+    store: EventStore, http: aiohttp.ClientSession, children: list[Child], clock: Any, last: dict[str, Any]
+) -> dict:
+    """What the log says now, and each process's readiness; while the database does not answer,
+    the last view with the reason."""
+    processes = [await _process(http, child) for child in children]
+    try:
+        async with store.driver_connection() as conn:
+            view = await _from_log(conn)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        view = {**last, "database": f"not answering ({type(exc).__name__}); waiting"}
+    return {**view, "now": clock.now().isoformat(timespec="seconds"), "processes": processes}
+
+
+async def _process(http: aiohttp.ClientSession, child: Child) -> dict[str, Any]:
+    status = child.status
+    if status == "running":
+        try:
+            async with http.get(f"http://127.0.0.1:{child.port}/readyz") as response:
+                status = "ready" if response.status == 200 else "not ready"
+        except (aiohttp.ClientError, TimeoutError):
+            status = "starting"
+    return {
+        "name": child.name,
+        "pid": child.process.pid,
+        "port": child.port,
+        "status": status,
+        "restarts": child.restarts,
+    }
+
+
+async def _from_log(conn: asyncpg.Connection) -> dict[str, Any]:
     pools = await conn.fetch(
         "SELECT nodepool, nodes, in_flight, resources::text, (spec -> 'spec' -> 'limits')::text AS limits"
         " FROM nodepool_counters ORDER BY nodepool"
@@ -273,16 +191,7 @@ async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children:
     ]
     pending = [r["stream_id"].removeprefix("pod-") for r in latest if r["type"] == "PodPending"]
     recent = await conn.fetch("SELECT position, type, stream_id FROM events ORDER BY position DESC LIMIT 8")
-    processes = []
-    for child in children:
-        try:
-            async with http.get(f"http://127.0.0.1:{child.port}/readyz") as response:
-                ready = "ready" if response.status == 200 else "not ready"
-        except (aiohttp.ClientError, TimeoutError):
-            ready = "starting"
-        processes.append({"name": child.name, "pid": child.process.pid, "port": child.port, "status": ready})
     return {
-        "now": clock.now().isoformat(timespec="seconds"),
         "events": recent[0]["position"] if recent else 0,
         "nodes": nodes,
         "pending_pods": pending,
@@ -297,7 +206,6 @@ async def _view(conn: asyncpg.Connection, http: aiohttp.ClientSession, children:
             for p in pools
         ],
         "recent": [{"position": r["position"], "type": r["type"], "stream": r["stream_id"]} for r in recent],
-        "processes": processes,
     }
 
 
@@ -318,9 +226,11 @@ def _render(view: dict[str, Any]) -> Group:
         f"pending pods {len(pending)}",
         f"last position {view.get('events', 0)}",
     )
-    processes = Table("process", "pid", "port", "status", title="processes")
+    if view.get("database"):
+        head.add_row(f"[bold red]database {view['database']}[/]", "", "", "")
+    processes = Table("process", "pid", "port", "status", "restarts", title="processes")
     for p in view.get("processes", []):
-        processes.add_row(p["name"], str(p["pid"]), str(p["port"]), p["status"])
+        processes.add_row(p["name"], str(p["pid"]), str(p["port"]), p["status"], str(p["restarts"]))
     pools = Table("nodepool", "nodes", "in flight", "resources", "limits", title="nodepools")
     for p in view.get("nodepools", []):
         pools.add_row(p["name"], str(p["nodes"]), str(p["in_flight"]), p["resources"], p["limits"])

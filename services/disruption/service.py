@@ -25,7 +25,7 @@ from services.disruption.world import build
 from shared.api.nodepool import DisruptionReason
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
-from shared.bus.service import ServiceShell
+from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.disruption.candidates import Blocked
 from shared.disruption.command import Command
@@ -75,7 +75,7 @@ class DisruptionService:
         self.projection = Projection()
         self.catalog: list[InstanceOption] = []
         self.lock = LeaderLock(store, LEADER_LOCK)
-        self.shell = ServiceShell(PRODUCER, bus, port=port)
+        self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
         self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
         registry = self.shell.registry
         self.leader_gauge = Gauge("nodewright_disruption_leader", "1 while this replica decides.", registry=registry)

@@ -31,7 +31,7 @@ from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL
 from shared.api.nodepool import NodePool
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
-from shared.bus.service import ServiceShell
+from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.config import Settings
 from shared.events import contracts as c
@@ -116,7 +116,7 @@ class SchedulerService:
         self.garbage_after = clock.now()
         self.requested: set[tuple[str, str]] = set()  # owed lifecycle steps this leader appended
         self.appended = 0  # the last position this leader's own appends reached
-        self.shell = ServiceShell(PRODUCER, bus, port=port)
+        self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
         self.consumer = ProjectionConsumer(
             self.shell, store, lambda event: self.projection.apply((event,)), validate=PROJECTED
         )

@@ -26,7 +26,7 @@ from services.termination.projection import PROJECTED, Projection
 from shared.api.labels import EXCLUDE_FROM_LOAD_BALANCERS_LABEL, TERMINATION_TIMESTAMP_ANNOTATION
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
-from shared.bus.service import ServiceShell
+from shared.bus.service import ServiceShell, database_answers
 from shared.bus.work import WorkConsumer, still_working
 from shared.clock import Clock
 from shared.events import contracts as c
@@ -77,7 +77,7 @@ class TerminationService:
         self.store, self.cloud, self.cluster, self.clock = store, cloud, cluster, clock
         self.recorder = Recorder(cluster)
         self.projection = Projection()
-        self.shell = ServiceShell(PRODUCER, bus, port=port)
+        self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
         self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
         self.work = WorkConsumer(
             self.shell,

@@ -21,7 +21,7 @@ from prometheus_client import Counter
 
 from services.watcher.facts import WATCHER_FACTS, Fact, Facts
 from shared.bus.connection import BusSettings
-from shared.bus.service import ServiceShell
+from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
@@ -52,6 +52,7 @@ class WatcherService:
         self.facts = Facts()
         self.synced = False
         self.appended = 0
+        self.database = database_answers(store)
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[self._ready])
         self.reported = Counter(
             "nodewright_watcher_facts_total",
@@ -63,12 +64,7 @@ class WatcherService:
     async def _ready(self) -> str | None:
         if not self.synced:
             return "the first list of the cluster is not recorded yet"
-        try:
-            async with self.store.driver_connection() as raw:
-                await raw.fetchval("SELECT 1")
-        except Exception as exc:
-            return f"PostgreSQL does not answer: {exc!r}"
-        return None
+        return await self.database()
 
     async def run(self, stopping: asyncio.Event) -> None:
         await self.shell.start(stopping)

@@ -183,5 +183,20 @@ class ServiceShell:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+def database_answers(store: Any, timeout: float = 2.0) -> Callable[[], Awaitable[str | None]]:
+    """A readiness check for a service that writes the log: not ready while PostgreSQL does not
+    answer (a restart, a network cut), so `/readyz` tells the truth meanwhile."""
+
+    async def database() -> str | None:
+        try:
+            async with asyncio.timeout(timeout), store.driver_connection() as raw:
+                await raw.fetchval("SELECT 1")
+        except Exception as exc:  # any failure to answer is the reason, never a crash of the probe
+            return f"PostgreSQL does not answer: {exc!r}"
+        return None
+
+    return database
+
+
 class StartupError(RuntimeError):
     """A start-up step that cannot go on yet (the stream not created, say): tried again."""

@@ -1,0 +1,190 @@
+"""The service processes of `nodewright up`: started in order, each in its own session and as its
+own NATS user, and supervised: a process that dies is started again after a backoff that doubles
+(1 s up to 30 s, reset once it has run a minute), as a kubelet restarts a crashed container. One
+that keeps dying (`GIVE_UP` times without a minute up) ends `up` with its log's tail."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.bus.service import PORT_FILE_ENV
+from shared.runtime.bus import LocalBus
+
+STOP_SECONDS = 15.0
+FIRST_BACKOFF = 1.0
+MOST_BACKOFF = 30.0
+STABLE_SECONDS = 60.0
+"""A process up this long has recovered: its next crash starts the backoff again."""
+GIVE_UP = 6
+"""Crashes in a row, none after a minute up, after which `up` stops (a setting that is wrong)."""
+
+
+class ChildExited(RuntimeError):
+    pass
+
+
+@dataclass
+class Child:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+    port_file: Path
+    command: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    wanted_port: int = 0
+    started: float = field(default_factory=time.monotonic)
+    restarts: int = 0
+    failures: int = 0
+    """Crashes since the process last stayed up STABLE_SECONDS."""
+    restart_at: float | None = None
+    last_exit: int | None = None
+
+    def spawn(self) -> None:
+        """Start (again) the process, on the port asked for (0: whatever the kernel gives)."""
+        self.port_file.unlink(missing_ok=True)
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [*self.command, "--port", str(self.wanted_port)],
+                env={**self.env, PORT_FILE_ENV: str(self.port_file)},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.port = self.wanted_port
+        self.started = time.monotonic()
+
+    @property
+    def status(self) -> str:
+        if self.restart_at is not None:
+            wait = max(self.restart_at - time.monotonic(), 0.0)
+            return f"exited {self.last_exit}, restarting in {wait:.0f} s"
+        return "running" if self.process.poll() is None else f"exited {self.process.returncode}"
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:]
+
+
+def supervise(children: list[Child], say: object) -> None:
+    """One round: schedule a restart for each process that died, start those whose backoff is
+    over, learn the ports of the ones started again. `say(text)` reports each step."""
+    now = time.monotonic()
+    for child in children:
+        if child.restart_at is None and child.process.poll() is not None:
+            child.last_exit = child.process.returncode
+            child.failures = 1 if now - child.started >= STABLE_SECONDS else child.failures + 1
+            if child.failures >= GIVE_UP:
+                raise ChildExited(
+                    f"{child.name} exited with {child.last_exit} {child.failures} times in a row:\n{child.tail()}"
+                )
+            delay = min(FIRST_BACKOFF * 2 ** (child.failures - 1), MOST_BACKOFF)
+            child.restart_at = now + delay
+            say(  # type: ignore[operator]
+                f"{child.name} (pid {child.process.pid}) exited with {child.last_exit};"
+                f" restarting in {delay:.0f} s (restart {child.restarts + 1})"
+            )
+        elif child.restart_at is not None and now >= child.restart_at:
+            child.restart_at = None
+            child.restarts += 1
+            child.spawn()
+            say(f"restarted {child.name} (pid {child.process.pid})")  # type: ignore[operator]
+        if not child.port and child.process.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                child.port = int(child.port_file.read_text())
+
+
+@contextlib.contextmanager
+def started(
+    data_dir: Path, scenario: Path, env: dict[str, str], bus: LocalBus, base_port: int | None
+) -> Iterator[list[Child]]:
+    """The services, each in its own session (a Ctrl-C at the terminal reaches only `up`, which
+    stops them in order) and as its own NATS user, every one ready before this yields. The sim
+    first: the others talk to it as soon as they start; the relay next, which makes the stream
+    the others consume."""
+    commands = {
+        "sim": ["-m", "services.sim", "--scenario", str(scenario)],
+        "relay": ["-m", "services.relay"],
+        "watcher": ["-m", "services.watcher"],
+        "scheduler": ["-m", "services.scheduler"],
+        "termination": ["-m", "services.termination"],
+        "disruption": ["-m", "services.disruption"],
+    }
+    clean = {k: v for k, v in env.items() if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT"))}
+    logs = data_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    ports = data_dir / "ports"
+    ports.mkdir(exist_ok=True)
+    children: list[Child] = []
+    try:
+        for index, (name, args) in enumerate(commands.items()):
+            child = Child(
+                name,
+                0,
+                None,  # type: ignore[arg-type]  # spawn() sets it
+                logs / f"{name}.log",
+                ports / f"{name}.port",
+                command=[sys.executable, *args],
+                env={**clean, **bus.acting_as(name).environment()},
+                wanted_port=base_port + index if base_port is not None else 0,
+            )
+            child.spawn()
+            children.append(child)
+            if name == "sim":
+                wait_ready(child)
+        for child in children:  # ready, so the clock (held until then) starts with all of them listening
+            wait_ready(child)
+        yield children
+    finally:
+        stop(children)
+
+
+def wait_port(child: Child, timeout: float = 60.0) -> None:
+    """The port the child bound, from the file it writes once it listens."""
+    deadline = time.monotonic() + timeout
+    while not child.port:
+        if child.process.poll() is not None:
+            raise ChildExited(f"{child.name} exited with {child.process.returncode}:\n{child.tail()}")
+        if time.monotonic() > deadline:
+            raise ChildExited(f"{child.name} did not listen after {timeout:.0f} s:\n{child.tail()}")
+        with contextlib.suppress(OSError, ValueError):
+            child.port = int(child.port_file.read_text())
+            break
+        time.sleep(0.05)
+
+
+def wait_ready(child: Child, timeout: float = 60.0) -> None:
+    wait_port(child, timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.process.poll() is not None:
+            raise ChildExited(f"{child.name} exited with {child.process.returncode}:\n{child.tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{child.port}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    raise ChildExited(f"{child.name} was not ready after {timeout:.0f} s:\n{child.tail()}")
+
+
+def stop(children: list[Child]) -> None:
+    """In the reverse of the order they started (the sim, which the others call, last): SIGTERM,
+    then a wait; whatever is still running after STOP_SECONDS is killed."""
+    for child in reversed(children):
+        if child.process.poll() is None:
+            child.process.terminate()
+        try:
+            child.process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
