@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     nats_user: str | None = None
     nats_password: SecretStr | None = None
     """Never printed: a SecretStr shows as '**********'."""
+    stream_replicas: int = Field(default=1, ge=1, le=5)
+    """Copies JetStream keeps of each message of the deployment's stream: 3 on a 3-node cluster."""
     nats_credentials: Path | None = None
     """A NATS `.creds` file, instead of a user and password."""
     data_dir: Path = Path(".nodewright")

@@ -25,7 +25,7 @@ def main(port: Annotated[int, typer.Option("--port", help="health and metrics po
     async def run(stopping: asyncio.Event) -> None:
         store = EventStore.connect(database_url, pool_size=2)
         try:
-            await RelayService(store, bus, port=port).run(stopping)
+            await RelayService(store, bus, port=port, replicas=config.stream_replicas).run(stopping)
         finally:
             await store.close()
 

@@ -50,8 +50,10 @@ class RelayService:
         *,
         port: int = 0,
         batch_size: int = 1000,
+        replicas: int = 1,
     ) -> None:
         self.store = store
+        self.replicas = replicas
         self.batch_size = batch_size
         self.shell = ServiceShell(NAME, bus, port=port, readiness=[self._ready])
         self.names = self.shell.names
@@ -101,7 +103,7 @@ class RelayService:
     async def _serve(self, stopping: asyncio.Event) -> None:
         """Stand by until the lock is this replica's, then publish until it is lost or stopping."""
         js = self.shell.connection.jetstream()
-        await ensure_stream(js, self.names)
+        await ensure_stream(js, self.names, replicas=self.replicas)
         self.relay = OutboxRelay(self.store, js, self.names, batch_size=self.batch_size, fence=lambda: self.lock.fence)
         self.relay.after_publish = self._count
         self.relay.on_impostor = lambda _event, _seq: self.impostors_total.inc()

@@ -66,7 +66,7 @@ class BusSettings:
         """Keyword arguments of `nats.connect` for this service. `persistent`: keep trying, from
         the first connection on, for ever (a service); else fail at once (a command)."""
         options: dict[str, Any] = {
-            "servers": [self.url],
+            "servers": [url.strip() for url in self.url.split(",") if url.strip()],  # a cluster's nodes
             "name": f"nodewright-{self.names.deployment}-{service}",
             "inbox_prefix": self.names.inbox(service).encode(),
             "connect_timeout": CONNECT_TIMEOUT,

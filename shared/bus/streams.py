@@ -31,7 +31,8 @@ async def ensure_stream(
     duplicate_window: float = DUPLICATE_WINDOW_SECONDS,
     replicas: int = 1,
 ) -> None:
-    """Create the stream, or bring an existing one's subjects and window up to date."""
+    """Create the stream, or bring an existing one's subjects, window and replicas (a cluster's
+    copies of every message: 3 survive the loss of a node) up to date."""
     config = stream_config(names, duplicate_window, replicas)
     try:
         info = await js.stream_info(names.stream)
@@ -39,5 +40,9 @@ async def ensure_stream(
         await js.add_stream(config)
         return
     current = info.config
-    if set(current.subjects or ()) != set(config.subjects or ()) or current.duplicate_window != duplicate_window:
+    if (
+        set(current.subjects or ()) != set(config.subjects or ())
+        or current.duplicate_window != duplicate_window
+        or (current.num_replicas or 1) != replicas
+    ):
         await js.update_stream(config)

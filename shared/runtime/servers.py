@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -269,6 +270,8 @@ class EmbeddedNats:
         host: str = LOOPBACK,
         config: str | None = None,
         probe: dict[str, Any] | None = None,
+        name: str = "nodewright",
+        cluster: ClusterRoute | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).expanduser().resolve()
         self.host = host
@@ -276,6 +279,8 @@ class EmbeddedNats:
         self._process: subprocess.Popen[bytes] | None = None
         self.config = config
         self.probe = probe
+        self.name = name
+        self.cluster = cluster
 
     @property
     def port(self) -> int:
@@ -353,7 +358,9 @@ class EmbeddedNats:
         return process
 
     def _spawn(self, binary: Path, port: int) -> tuple[subprocess.Popen[bytes], int]:
-        command = [str(binary), "-a", self.host, "-p", str(port), "-js", "-sd", str(self.data_dir), "-n", "nodewright"]
+        command = [str(binary), "-a", self.host, "-p", str(port), "-js", "-sd", str(self.data_dir), "-n", self.name]
+        if self.cluster is not None:
+            command += self.cluster.arguments(self.host)
         if self.config is not None:
             from shared.bus.identity import write_server_config
 
@@ -413,6 +420,19 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+@dataclass(frozen=True)
+class ClusterRoute:
+    """A node's place in a JetStream cluster: its route port and its peers' (`natscluster`)."""
+
+    name: str
+    port: int
+    peers: tuple[int, ...]
+
+    def arguments(self, host: str) -> list[str]:
+        routes = ",".join(f"nats://{host}:{peer}" for peer in self.peers)
+        return ["--cluster_name", self.name, "--cluster", f"nats://{host}:{self.port}", "--routes", routes]
 
 
 async def _ignore_nats_error(error: Exception) -> None:
