@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     scheduling_timeout: float = Field(default=60.0, gt=0)
     """Seconds (real time) one scheduling pass may compute before it launches what it planned and
     leaves the rest to the next pass (upstream's Solve stops after a minute)."""
+    test_deliveries: int = Field(default=1, ge=1, le=10)
+    """A test switch: every bus message is handled this many times, each after a redelivery."""
     termination_ack_wait: float = 30.0
     """Seconds after which a drain whose replica stopped answering goes to another replica."""
 

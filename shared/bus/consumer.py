@@ -59,6 +59,7 @@ class Policy:
         self.consumer, self.dead, self.outcome = consumer, dead, outcome
         self.max_deliver = max_deliver
         self.on_dead = on_dead
+        self.deliveries = _test_deliveries()
         self._counters: dict[str, Any] = {}
         self.failures: dict[int, int] = {}
         """Failures of this process's handler by stream sequence: a message comes back for as long
@@ -84,6 +85,17 @@ class Policy:
         self.count("dead")
         if self.on_dead is not None:
             await self.on_dead(raw)
+
+
+def _test_deliveries() -> int:
+    """NODEWRIGHT_TEST_DELIVERIES (a test switch, default 1): every message is handled this many
+    times, each after a real JetStream redelivery, to show handlers are idempotent."""
+    from shared.config import settings
+
+    deliveries = settings().test_deliveries
+    if deliveries > 1:
+        log.warning("test switch NODEWRIGHT_TEST_DELIVERIES=%d: every message is handled %d times", *[deliveries] * 2)
+    return deliveries
 
 
 def outcome_counter(registry: CollectorRegistry) -> Counter:
@@ -138,4 +150,7 @@ class _Guard(BaseMiddleware):
             _DELIVERY.reset(token)
         if policy.failures and raw.metadata:
             policy.failures.pop(raw.metadata.sequence.stream, None)
+        if policy.deliveries > 1 and raw.metadata and raw.metadata.num_delivered < policy.deliveries:
+            policy.count("redelivered")  # the test switch: handled, and asked for again at once
+            raise NackMessage(delay=0)
         return result
