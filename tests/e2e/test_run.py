@@ -1,21 +1,32 @@
 """`nodewright run` plays a scenario to its end with every service on a log of its own, audits,
 summarises and reports; `nodewright report` rebuilds the report from an exported log. The
-scenario is the flagship day `make demo` plays, and the test holds it to its promises."""
+scenario is the flagship day `make demo` plays, and the test holds it to its promises while
+each service is killed in turn and PostgreSQL restarted."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
+import time
+from datetime import timedelta
 from pathlib import Path
 
+import nats
 import pytest
 
+from services.cli import report
+from shared.bus.names import BusNames
+from shared.policy.audit import LogEntry
+from shared.runtime.servers import EmbeddedPostgres
+from shared.store.eventstore import EventStore
 from tests.conftest import ROOT
-from tests.e2e.processes import drop_run_log, run_log_url
+from tests.e2e.processes import cli_environment, run_log_url
+from tests.integration.streams import stream_messages
 
 pytestmark = pytest.mark.timeout(420)
 NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
@@ -58,54 +69,163 @@ def nodewright(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) 
     return subprocess.run([NODEWRIGHT, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
 
 
-def test_the_flagship_day_keeps_its_promises_and_its_report_rebuilds_from_an_export(
-    tmp_path, fresh_database_url, nats_server_url
-):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
-    env |= {
-        "NODEWRIGHT_DATA_DIR": str(tmp_path / "data"),
-        "NODEWRIGHT_DATABASE_URL": fresh_database_url,
-        "NODEWRIGHT_NATS_URL": nats_server_url,
-    }
-    out = tmp_path / "report"
-    done = nodewright(
-        env, tmp_path, "run", str(FLAGSHIP), "--speed", "720", "--report", str(out), "-o", "json", timeout=360
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    summary = json.loads(done.stdout)
+SPEED = 720
+KILLS = [(17, 40, "watcher"), (18, 4, "scheduler"), (18, 28, "disruption"), (18, 52, "termination"), (19, 16, "relay")]
+"""In the busiest hours (the drift rollout resumes after the freeze, consolidation, pods bound
+again), each service in turn is killed with SIGKILL; `up` restarts it."""
+DATABASE_RESTART = (20, 0)
+
+
+def service_pid(data_dir: Path, service: str) -> int | None:
+    """The process running `services.<service>` for this data dir."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"services.{service}".encode() in cmdline and f"NODEWRIGHT_DATA_DIR={data_dir}".encode() in environ:
+            return int(proc.name)
+    return None
+
+
+def inject_faults(data_dir: Path, server: EmbeddedPostgres, run: subprocess.Popen[str]) -> list[str]:
+    """Wait for the held clock to open, then at each planned simulated instant kill a service;
+    restart PostgreSQL last. What was done, in order."""
+    gate = data_dir / "clock-origin"
+    deadline = time.monotonic() + 120
+    while not gate.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    origin = float(gate.read_text())
+
+    def at(hour: int, minute: int) -> None:
+        wall = origin + (timedelta(hours=hour - 6, minutes=minute)).total_seconds() / SPEED
+        time.sleep(max(wall - time.time(), 0))
+
+    done = []
+    for hour, minute, service in KILLS:
+        at(hour, minute)
+        pid = service_pid(data_dir, service)
+        assert pid is not None, service
+        os.kill(pid, signal.SIGKILL)
+        done.append(f"{service} {pid}")
+    at(*DATABASE_RESTART)
+    server.restart(down_for=2.0)
+    done.append("postgres")
+    return done
+
+
+async def stream_event_ids(url: str, names: BusNames) -> list[str]:
+    nc = await nats.connect(url)
     try:
-        assert set(summary) == SUMMARY_KEYS and summary["restarts"] == {}
-        # the promises: a clean audit, no launch past a limit, no disruption in a blocked window
-        assert summary["audit_ok"] is True and summary["violations"] == []
-        assert summary["over_limit"] == [] and summary["disruptions_inside_blocked_windows"] == []
-        assert summary["node_limits"] == {"web": [8, 5]} and summary["max_nodes"]["web"] <= 8
-        # each act of the day happened
-        assert {"Drifted", "OverLimit"} <= set(summary["disruptions"])
-        assert {"Empty", "Underutilized"} & set(summary["disruptions"])
-        assert summary["instances_lost"] >= 1  # the spot interruption
-        assert summary["blocked_by_reason"].get("Budget/Underutilized", 0) >= 1  # backend1a's weekday block
-        assert summary["max_disrupting"].get("batch", 0) <= 1 and summary["max_disrupting"].get("backend1a", 0) <= 1
-        assert summary["pdb_violations"] == 0
-        assert set(summary["samples"]) == {"burst", "consolidated", "drifted"}
-        # the report
-        png = (out / "nodes.png").read_bytes()
-        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
-        width, height = struct.unpack(">II", png[16:24])
-        assert 1000 <= width <= 3000 and 600 <= height <= 2000
-        page = (out / "report.md").read_text()
-        for reason in summary["disruptions"]:
-            assert f"| {reason} |" in page
-        assert json.loads((out / "summary.json").read_text())["decisions"] == summary["decisions"]
-        # the run is listed, and its export rebuilds the same report
-        listed = json.loads(nodewright(env, tmp_path, "runs", "-o", "json").stdout)
-        assert summary["run"] in [r["name"] for r in listed]
-        log = tmp_path / "log.jsonl"
-        exported = nodewright(env, tmp_path, "events", "export", str(log), "--run", summary["run"])
-        assert exported.returncode == 0, exported.stderr
-        again = nodewright(env, tmp_path, "report", str(tmp_path / "again"), "--from-file", str(log))
-        assert again.returncode == 0, again.stderr
-        rebuilt = json.loads((tmp_path / "again" / "summary.json").read_text())
-        for key in ("decisions", "disruptions", "max_nodes", "over_limit", "samples", "head_digest", "events"):
-            assert rebuilt[key] == summary[key], key
+        return [json.loads(m.data)["event_id"] for m in await stream_messages(nc.jetstream(), names)]
     finally:
-        asyncio.run(drop_run_log(run_log_url(fresh_database_url, summary["run"])))
+        await nc.close()
+
+
+def duplicates(events: list[LogEntry]) -> tuple[list[str], list[str]]:
+    """Pods a second NodeClaim was made for while the first still lived and the pod was unbound;
+    pods evicted twice."""
+    live: set[str] = set()
+    waiting: dict[str, str] = {}  # pod -> the live claim made for it, until the pod is bound
+    twice: list[str] = []
+    again: list[str] = []
+    evicted: set[str] = set()
+    for e in events:
+        if e.type == "NodeClaimCreated":
+            live.add(e.data["nodeclaim"])
+            for pod in e.data.get("pods") or []:
+                if waiting.get(pod) in live:
+                    twice.append(pod)
+                waiting[pod] = e.data["nodeclaim"]
+        elif e.type in ("NodeClaimTerminated", "NodeClaimLaunchFailed"):
+            live.discard(e.data["nodeclaim"])
+        elif e.type in ("PodBound", "PodDeleted"):
+            waiting.pop(f"{e.data.get('namespace')}/{e.data.get('name')}", None)
+        elif e.type == "PodEvicted":
+            key = f"{e.data.get('namespace')}/{e.data.get('name')}"
+            if key in evicted:
+                again.append(key)
+            evicted.add(key)
+    return twice, again
+
+
+def test_the_flagship_day_keeps_its_promises_through_faults_and_its_report_rebuilds(tmp_path, nats_server_url):
+    """The day `make demo` plays, with each service killed in turn and PostgreSQL restarted in its
+    busiest hours: no duplicate NodeClaim, no lost event, no pod evicted twice, no limit passed,
+    no budget exceeded, the audit clean; then its export rebuilds the same report."""
+    names = BusNames(f"fl{os.getpid()}")
+    with EmbeddedPostgres(tmp_path / "pg") as server:
+        env = cli_environment(tmp_path, server.url, nats_server_url, names.deployment)
+        out = tmp_path / "report"
+        run = subprocess.Popen(
+            [NODEWRIGHT, "run", str(FLAGSHIP), "--speed", str(SPEED), "--report", str(out), "-o", "json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        try:
+            faults = inject_faults(tmp_path / "data", server, run)
+            stdout, stderr = run.communicate(timeout=300)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        assert run.returncode == 0, stdout[-3000:] + stderr[-3000:]
+        assert len(faults) == len(KILLS) + 1
+        summary = json.loads(stdout)
+        log = run_log_url(server.url, summary["run"])
+        events = asyncio.run(report.database_events(log))
+        on_stream = asyncio.run(stream_event_ids(nats_server_url, names))
+        assert on_stream == [str(e) for e in asyncio.run(event_ids(log))]  # no event lost, none twice
+        twice, evicted_again = duplicates(events)
+        assert twice == [] and evicted_again == []
+        assert summary["restarts"] == {service: 1 for _, _, service in KILLS}
+        _check_promises_and_report(env, tmp_path, summary, out)
+
+
+async def event_ids(url: str) -> list[str]:
+    store = EventStore.connect(url, pool_size=1)
+    try:
+        return [str(e.event_id) async for page in store.read_all() for e in page]
+    finally:
+        await store.close()
+
+
+def _check_promises_and_report(env: dict[str, str], tmp_path: Path, summary: dict, out: Path) -> None:
+    assert set(summary) == SUMMARY_KEYS
+    # the promises: a clean audit, no launch past a limit, no disruption in a blocked window
+    assert summary["audit_ok"] is True and summary["violations"] == []
+    assert summary["over_limit"] == [] and summary["disruptions_inside_blocked_windows"] == []
+    assert summary["node_limits"] == {"web": [8, 5]} and summary["max_nodes"]["web"] <= 8
+    # each act of the day happened
+    assert {"Drifted", "OverLimit"} <= set(summary["disruptions"])
+    assert {"Empty", "Underutilized"} & set(summary["disruptions"])
+    assert summary["instances_lost"] >= 1  # the spot interruption
+    assert summary["blocked_by_reason"].get("Budget/Underutilized", 0) >= 1  # backend1a's weekday block
+    assert summary["max_disrupting"].get("batch", 0) <= 1 and summary["max_disrupting"].get("backend1a", 0) <= 1
+    assert summary["pdb_violations"] == 0
+    assert set(summary["samples"]) == {"burst", "consolidated", "drifted"}
+    # the report
+    png = (out / "nodes.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+    width, height = struct.unpack(">II", png[16:24])
+    assert 1000 <= width <= 3000 and 600 <= height <= 2000
+    page = (out / "report.md").read_text()
+    for reason in summary["disruptions"]:
+        assert f"| {reason} |" in page
+    assert json.loads((out / "summary.json").read_text())["decisions"] == summary["decisions"]
+    # the run is listed, and its export rebuilds the same report
+    listed = json.loads(nodewright(env, tmp_path, "runs", "-o", "json").stdout)
+    assert summary["run"] in [r["name"] for r in listed]
+    log = tmp_path / "log.jsonl"
+    exported = nodewright(env, tmp_path, "events", "export", str(log), "--run", summary["run"])
+    assert exported.returncode == 0, exported.stderr
+    again = nodewright(env, tmp_path, "report", str(tmp_path / "again"), "--from-file", str(log))
+    assert again.returncode == 0, again.stderr
+    rebuilt = json.loads((tmp_path / "again" / "summary.json").read_text())
+    for key in ("decisions", "disruptions", "max_nodes", "over_limit", "samples", "head_digest", "events"):
+        assert rebuilt[key] == summary[key], key
