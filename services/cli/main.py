@@ -18,6 +18,7 @@ from services.cli import budgets as budgets_cmd
 from services.cli import describe as describe_cmd
 from services.cli import eventlog
 from services.cli import validate as validate_cmd
+from services.cli.service import service_app
 from shared.api.documents import DocumentError, load_nodepools
 from shared.policy.chain import read_anchor
 from shared.runtime import loop
@@ -381,6 +382,9 @@ def run_command(
         summary = run.run(settings(), scenario, speed)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
     raise typer.Exit(0 if summary["audit_ok"] else 1)
+
+
+app.add_typer(service_app, name="service")
 
 
 def main() -> None:

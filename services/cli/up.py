@@ -45,6 +45,8 @@ from shared.store.migrate import WRITER, member_login
 STOP_SECONDS = 15.0
 REFRESH_SECONDS = 0.5
 LISTED = 8
+LOOPBACK = {"NODEWRIGHT_HEALTH_ADDRESS": "127.0.0.1", "NODEWRIGHT_METRICS_ADDRESS": "127.0.0.1"}
+"""Where the children's health and metrics listen: this machine only (a container listens on all)."""
 
 
 @dataclass
@@ -140,7 +142,7 @@ def _children(
             with log.open("ab") as out:
                 process = subprocess.Popen(
                     [sys.executable, *args, "--port", str(port)],
-                    env={**clean, **bus.acting_as(name).environment(), PORT_FILE_ENV: str(said)},
+                    env={**clean, **LOOPBACK, **bus.acting_as(name).environment(), PORT_FILE_ENV: str(said)},
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
