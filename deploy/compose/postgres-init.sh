@@ -2,6 +2,7 @@
 # Run once by the postgres image on an empty data directory (/docker-entrypoint-initdb.d), as the
 # superuser: the roles and logins of postgres-roles.sql, each login's password from the
 # environment docker-compose.yml gives this container (deploy/compose/secrets.sh makes them).
+# NODEWRIGHT_ROLES_SQL: the roles file, when it is not where compose mounts it (tests).
 set -eu
 psql --no-psqlrc --username "$POSTGRES_USER" --dbname postgres \
     --set=db="$POSTGRES_DB" \
@@ -12,4 +13,4 @@ psql --no-psqlrc --username "$POSTGRES_USER" --dbname postgres \
     --set=disruption_password="$DB_PASSWORD_DISRUPTION" \
     --set=termination_password="$DB_PASSWORD_TERMINATION" \
     --set=audit_password="$DB_PASSWORD_AUDIT" \
-    --file /etc/nodewright/postgres-roles.sql
+    --file "${NODEWRIGHT_ROLES_SQL:-/etc/nodewright/postgres-roles.sql}"

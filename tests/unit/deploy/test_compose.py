@@ -312,7 +312,7 @@ def test_every_service_logs_in_as_its_own_login_of_the_right_role(services):
     assert roles.pop("cli")[1] == "nodewright_reader"
     assert {role for _, role in roles.values()} == {"nodewright_writer"}
     assert len({login for login, _ in roles.values()}) == len(roles) == len(SERVICES) - 1
-    assert "--file /etc/nodewright/postgres-roles.sql" in init
+    assert '--file "${NODEWRIGHT_ROLES_SQL:-/etc/nodewright/postgres-roles.sql}"' in init
     assert (
         "./deploy/compose/postgres-roles.sql:/etc/nodewright/postgres-roles.sql:ro" in services["postgres"]["volumes"]
     )
