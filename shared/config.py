@@ -6,11 +6,12 @@ With no URLs set, local commands and tests start embedded servers under `data_di
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
@@ -56,6 +57,35 @@ def driver_params(url: str) -> dict[str, Any]:
     return {name: value for name, value in params.items() if name not in _SQLALCHEMY_ONLY}
 
 
+def listen_address(value: str, setting: str, *, port: bool) -> tuple[str, int | None]:
+    """(host, port or None) of an address to listen on: an IP address (`0.0.0.0`, `127.0.0.1`,
+    `::`), with `port`, optionally followed by a port (`0.0.0.0:8080`, `[::1]:8080`). Host names
+    are refused: `localhost` may be 127.0.0.1, ::1 or both, and a listener must be where it is told.
+    The error names `setting` (the environment variable)."""
+    host, number = value.strip(), None
+    head, colon, digits = host.rpartition(":")
+    if port and colon and digits.isdigit() and (head.startswith("[") or ":" not in head):
+        host, number = head, int(digits)
+        if number > 65535:
+            raise ValueError(f"{setting}: port {number} in {value!r} is not in 0..65535")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        form = "an IP address, optionally with :PORT ([::1]:PORT for IPv6)" if port else "an IP address"
+        hint = "" if port else "; its port is the service's --port"
+        raise ValueError(
+            f"{setting}: {value!r} is not {form}, e.g. 0.0.0.0 (every IPv4 interface), 127.0.0.1 or ::{hint}"
+        ) from None
+    return str(address), number
+
+
+def host_port(host: str, port: int) -> str:
+    """`host:port`, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class Settings(BaseSettings):
     """Everything a nodewright process reads from its environment."""
 
@@ -94,9 +124,41 @@ class Settings(BaseSettings):
     """A test switch: every bus message is handled this many times, each after a redelivery."""
     termination_ack_wait: float = 30.0
     """Seconds after which a drain whose replica stopped answering goes to another replica."""
+    health_address: str = "0.0.0.0"
+    """The IP address a service's /healthz and /readyz listen on (at its --port). Every interface
+    by default, as a container needs; `nodewright up` gives its children 127.0.0.1."""
+    metrics_address: str = "0.0.0.0"
+    """The IP address /metrics listens on; with a port of its own (`0.0.0.0:8080`) on a listener
+    of its own, else beside /healthz at --port, which needs the same address as `health_address`."""
 
     def clock(self) -> Clock:
         return clock_from(self.clock_start, self.clock_speed, self.clock_origin, self.clock_gate)
+
+    def metrics_listen(self) -> tuple[str, int | None]:
+        """Where /metrics listens: (host, its own port), or (host, None) beside /healthz."""
+        return listen_address(self.metrics_address, "NODEWRIGHT_METRICS_ADDRESS", port=True)
+
+    @field_validator("health_address")
+    @classmethod
+    def _health_address(cls, value: str) -> str:
+        return listen_address(value, "NODEWRIGHT_HEALTH_ADDRESS", port=False)[0]
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _metrics_address(cls, value: str) -> str:
+        host, port = listen_address(value, "NODEWRIGHT_METRICS_ADDRESS", port=True)
+        return host if port is None else host_port(host, port)
+
+    @model_validator(mode="after")
+    def _metrics_beside_health(self) -> Self:
+        host, port = self.metrics_listen()
+        if port is None and host != self.health_address:
+            raise ValueError(
+                f"NODEWRIGHT_METRICS_ADDRESS {host} differs from NODEWRIGHT_HEALTH_ADDRESS {self.health_address},"
+                " but without a port of its own /metrics is served beside /healthz: give it one"
+                f" ({host_port(host, 8080)}) or the same address"
+            )
+        return self
 
     @field_validator("database_url")
     @classmethod

@@ -27,6 +27,10 @@ GIVE_UP = 6
 """Crashes in a row, none after a minute up, after which `up` stops (a setting that is wrong)."""
 
 
+LOOPBACK = {"NODEWRIGHT_HEALTH_ADDRESS": "127.0.0.1", "NODEWRIGHT_METRICS_ADDRESS": "127.0.0.1"}
+"""Where the children's health and metrics listen: this machine only (a container listens on all)."""
+
+
 class ChildExited(RuntimeError):
     pass
 
@@ -133,7 +137,7 @@ def started(
                 logs / f"{name}.log",
                 ports / f"{name}.port",
                 command=[sys.executable, *args],
-                env={**clean, **bus.acting_as(name).environment()},
+                env={**clean, **LOOPBACK, **bus.acting_as(name).environment()},
                 wanted_port=base_port + index if base_port is not None else 0,
             )
             child.spawn()

@@ -19,6 +19,7 @@ from services.cli import describe as describe_cmd
 from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
 from services.cli.database import RunOption, with_database
+from services.cli.service import service_app
 from shared.api.documents import DocumentError, load_nodepools
 from shared.policy.chain import read_anchor
 from shared.runtime import loop
@@ -373,6 +374,7 @@ def run_command(
 
 app.command("report")(runs_cmd.report)
 app.command("runs")(runs_cmd.runs)
+app.add_typer(service_app, name="service")
 
 
 def main() -> None:

@@ -7,7 +7,9 @@
   bus is connected, every start-up step (a projection's catch-up from the store) runs, and the
   subscribers start; whatever fails is tried again with backoff while `/readyz` says why.
 - `/healthz`, `/readyz` (connected to NATS, every readiness check passing) and `/metrics` on the
-  service's own port, so several services run on one host.
+  service's own port, so several services run on one host; they listen on
+  `NODEWRIGHT_HEALTH_ADDRESS` (every interface by default), and /metrics on
+  `NODEWRIGHT_METRICS_ADDRESS`, at a port of its own when that address has one.
 - Every `TICK` seconds the service's periodic checks run (a consumer's watch over its server-side
   consumer), never on the path of a message.
 """
@@ -30,6 +32,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from shared.bus.connection import BusSettings
 from shared.bus.consumer import DeadLetters, outcome_counter
+from shared.config import settings
 from shared.runtime.outages import OUTAGES, Backoff
 
 TICK = 2.0
@@ -70,6 +73,9 @@ class ServiceShell:
         self.started = asyncio.Event()
         self.starting: str | None = "not started"
         self._runner: web.AppRunner | None = None
+        self._metrics_runner: web.AppRunner | None = None
+        self.metrics_port: int | None = None
+        """Where /metrics listens when NODEWRIGHT_METRICS_ADDRESS gives it a port of its own."""
         self._ticks: asyncio.Task[None] | None = None
         self._included = False
 
@@ -115,9 +121,10 @@ class ServiceShell:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticks
             self._ticks = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        for runner in (self._runner, self._metrics_runner):
+            if runner is not None:
+                await runner.cleanup()
+        self._runner = self._metrics_runner = None
         with contextlib.suppress(*OUTAGES):
             await self.broker.stop()
 
@@ -140,15 +147,19 @@ class ServiceShell:
     async def _serve_health(self) -> None:
         if self._runner is not None:
             return
+        config = settings()
+        metrics_host, metrics_port = config.metrics_listen()
+        beside = metrics_port is None or (metrics_host, metrics_port) == (config.health_address, self.port)
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        listener = socket.create_server(("0.0.0.0", self.port), reuse_port=False)
-        self.port = listener.getsockname()[1]
-        await web.SockSite(self._runner, listener).start()
+        if beside:
+            app.router.add_get("/metrics", self._metrics)
+        self._runner, self.port = await _listen(app, config.health_address, self.port)
+        if not beside:
+            metrics = web.Application()
+            metrics.router.add_get("/metrics", self._metrics)
+            self._metrics_runner, self.metrics_port = await _listen(metrics, metrics_host, metrics_port or 0)
         said = os.environ.get(PORT_FILE_ENV)
         if said:  # whoever started us with `--port 0` learns the port the kernel gave
             path = Path(said)
@@ -196,6 +207,20 @@ def database_answers(store: Any, timeout: float = 2.0) -> Callable[[], Awaitable
         return None
 
     return database
+
+
+async def _listen(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `app` at host:port exactly (an IPv6 host on IPv6 only); the runner and the port bound."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.create_server((host, port), family=family, reuse_port=False)
+        await web.SockSite(runner, listener).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner, listener.getsockname()[1]
 
 
 class StartupError(RuntimeError):
