@@ -12,8 +12,8 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.scheduling import catalog as benchmark_catalog
-from benchmarks.scheduling import pods as benchmark_pods
+from benchmarks.scheduling_shapes import catalog as benchmark_catalog
+from benchmarks.scheduling_shapes import pods as benchmark_pods
 from shared.api.core import Requirement, Taint, Toleration
 from shared.api.pod import PodAffinityTerm, TopologySpreadConstraint
 from shared.scheduling import existing, packing
