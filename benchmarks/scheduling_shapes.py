@@ -2,11 +2,14 @@
 check the pass on the same shapes (tests import benchmarks' builders; benchmarks import no
 test's builders).
 
-Karpenter's shape (its scheduling_benchmark_test.go): 400 instance types, type i with i+1
-vCPU, 2(i+1) GiB and 10(i+1) pods, each offered in 2 zones as spot and on-demand; pods with cpu
-from {100m, 250m, 500m, 1, 1.5} and memory from {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi} (fixed
-seed), in fifths: no constraint, zone spread, hostname spread, zone self-affinity, hostname
-anti-affinity.
+- Karpenter's shape (its scheduling_benchmark_test.go): 400 instance types, type i with i+1
+  vCPU, 2(i+1) GiB and 10(i+1) pods, each offered in 2 zones as spot and on-demand; pods with
+  cpu from {100m, 250m, 500m, 1, 1.5} and memory from {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi}
+  (fixed seed), in fifths: no constraint, zone spread, hostname spread, zone self-affinity,
+  hostname anti-affinity.
+- Thirds: one 2-vCPU type and n pods each of 1.5, 0.75 and 0.25 vCPU. Every claim keeps room
+  for the batch's smallest pod but not for the pod at hand, so a search that tries the claims
+  in turn tries them all for each 0.75 pod.
 """
 
 from __future__ import annotations
@@ -85,3 +88,22 @@ def pods(count: int, seed: int = 42) -> list[PendingPod]:
         topology = PodTopology(labels={"app": apps[kind]}, **rules[kind])
         out.append(PendingPod(f"default/pod-{i}", requests, Requirements(), uid=f"{i:08d}", topology=topology))
     return out
+
+
+THIRDS_CPUS = ("1.5", "0.75", "0.25")
+
+
+def thirds_catalog() -> list[InstanceOption]:
+    resources = {"cpu": Decimal(2), "memory": Decimal(8 * 2**30), "pods": Decimal(110)}
+    labels = {"node.kubernetes.io/instance-type": "two-cpu", "kubernetes.io/arch": "amd64"}
+    return [InstanceOption("two-cpu", resources, resources, labels, (Offer("test-zone-1", "on-demand", 0.1),))]
+
+
+def thirds_pods(n: int) -> list[PendingPod]:
+    """n pods of each size (3n), 256Mi each: memory never decides, but every pod asks for it."""
+    memory = parse("256Mi")
+    return [
+        PendingPod(f"default/{cpu}-{i}", {"cpu": Decimal(cpu), "memory": memory}, uid=f"{cpu}-{i:08d}")
+        for cpu in THIRDS_CPUS
+        for i in range(n)
+    ]
