@@ -73,7 +73,7 @@ class NodeIndex:
         key = (
             frozenset(pod.requirements.values()) if pod.requirements else None,
             tuple((t.key, t.operator, t.value, t.effect) for t in pod.tolerations),
-            None if zones is None else tuple(zones),
+            None if zones is None else frozenset(zones),  # which zones, not their order
         )
         tree = self._trees.get(key)
         if tree is None and self._tried.get(key, 0) < SCAN_FIRST * len(nodes):
