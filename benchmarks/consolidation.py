@@ -20,7 +20,7 @@ import statistics
 import time
 from decimal import Decimal
 
-from benchmarks.scheduling import catalog
+from benchmarks.scheduling_shapes import catalog
 from shared.disruption.consolidation import Movable, evaluate, multi_node, single_node
 from shared.disruption.drift import drift_command
 from shared.disruption.emptiness import emptiness

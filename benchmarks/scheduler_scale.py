@@ -4,7 +4,7 @@ running, 20,000 pending), and one pass over it as the service makes it.
 The projection is folded from the facts the service reads (NodePoolApplied, NodeRegistered,
 NodeInitialized, PodBound, PodPending), as its consumer folds them; the pass is the call
 `SchedulerService.plan_and_launch` makes (capacity, running pods, templates, the 400-type
-catalog of `benchmarks.scheduling`), without the store and the cloud around it. Nodes: 16 vCPU,
+catalog of `benchmarks.scheduling_shapes`), without the store and the cloud around it. Nodes: 16 vCPU,
 64 GiB, 8 running pods each filling all but 1 vCPU and 8 GiB, one in ten of those pods with hostname
 anti-affinity to its own app. Pending pods from 50 deployments: plain, zone spread and hostname
 anti-affinity, 250m-1 vCPU. Printed: the resident memory once the projection is built, the
@@ -27,7 +27,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from benchmarks.scheduling import catalog
+from benchmarks.scheduling_shapes import catalog
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
 from shared.scheduling.packing import schedule

@@ -1,18 +1,23 @@
-"""Scheduling benchmark in the shape of Karpenter's own (scheduling_benchmark_test.go).
+"""Scheduling benchmark in the shape of Karpenter's own (scheduling_benchmark_test.go), and a
+second shape the claim index once handled in quadratic time; the inputs are built in
+`benchmarks.scheduling_shapes`.
 
-400 instance types, type i with i+1 vCPU, 2(i+1) GiB and 10(i+1) pods, each offered in 2 zones
-as spot and on-demand; one NodePool without limits; pods with cpu from {100m, 250m, 500m, 1,
-1.5} and memory from {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi} (fixed seed), in fifths: no
-constraint, zone spread, hostname spread, zone self-affinity, hostname anti-affinity. One pass
-(`shared.scheduling.packing.schedule`) at 1k, 5k, 20k, 50k and 100k pods, each size in a process
-of its own so its peak memory is its own. Per size: seconds (wall and CPU), pods/s, the CPU time
-per pod and its ratio to the 5k size's (the growth: 1.0 is linear; CPU time, as the cores are
-shared and wall time is noisy), and the peak resident memory.
+Karpenter's shape: one pass (`shared.scheduling.packing.schedule`) at 1k, 5k, 20k, 50k and 100k
+pods, each size in a process of its own so its peak memory is its own. Per size: seconds (wall
+and CPU), pods/s, the CPU time per pod and its ratio to the 5k size's (the growth: 1.0 is
+linear; CPU time, as the cores are shared and wall time is noisy), and the peak resident memory.
 Upstream publishes 680-780 pods/s (Go) and 35.7 s for 20k pods: printed as the baseline ratio.
-The last line is JSON for the largest size, with `per_pod_growth` (its time per pod over 5k's).
 `--baseline` runs the pass as it was before its claim index (the tests' oracle) instead.
 
-Run: `python -m benchmarks.scheduling [--sizes 1000,5000,20000,50000,100000] [--baseline]`.
+Thirds: one 2-vCPU type, n pods each of 1.5, 0.75 and 0.25 vCPU, at n = 1k, 2k, 4k and 16k: the
+new pass's CPU time per pod and its growth against the smallest n, beside the old pass (the
+oracle, run in the same process) up to `--thirds-baseline-up-to`.
+
+The last line is JSON: the largest Karpenter size, with `per_pod_growth` (its time per pod over
+5k's), and `thirds` (per n, both passes' CPU seconds).
+
+Run: `python -m benchmarks.scheduling [--sizes 1000,5000,20000,50000,100000] [--baseline]
+[--thirds 1000,2000,4000,16000] [--thirds-baseline-up-to 4000]` (`--thirds ""` skips it).
 """
 
 from __future__ import annotations
@@ -20,96 +25,31 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import resource
 import subprocess
 import sys
 import time
-from decimal import Decimal
+from collections.abc import Callable
 
-from shared.api.pod import PodAffinityTerm, TopologySpreadConstraint
-from shared.api.quantity import parse
-from shared.scheduling.offerings import InstanceOption, Offer
-from shared.scheduling.packing import PendingPod, PoolTemplate, schedule
+from benchmarks.scheduling_shapes import catalog, pods, thirds_catalog, thirds_pods
+from shared.scheduling.offerings import InstanceOption
+from shared.scheduling.packing import PoolTemplate, schedule
 from shared.scheduling.requirements import Requirements
-from shared.scheduling.topology import PodTopology
 
 UPSTREAM_PODS_PER_SECOND = 730.0  # the middle of Karpenter's published 680-780
-ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
-CPUS = ["100m", "250m", "500m", "1", "1.5"]
-MEMORIES = ["100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi"]
 
 
-def catalog() -> list[InstanceOption]:
-    out = []
-    for i in range(400):
-        n = i + 1
-        resources = {"cpu": Decimal(n), "memory": Decimal(2 * n * 2**30), "pods": Decimal(10 * n)}
-        offers = tuple(
-            Offer(zone, capacity, round(0.05 * n * (0.6 if capacity == "spot" else 1.0), 5))
-            for zone in ("test-zone-1", "test-zone-2")
-            for capacity in ("spot", "on-demand")
-        )
-        labels = {"node.kubernetes.io/instance-type": f"type-{n}", "kubernetes.io/arch": "amd64"}
-        out.append(InstanceOption(f"type-{n}", resources, resources, labels, offers))
-    return out
+def _old_pass() -> Callable:
+    """The pass before its claim and node indexes: the tests' oracle, measured as the baseline."""
+    from tests.unit.scheduling.baseline_pass import schedule as old_schedule
 
-
-def _selector(app: str) -> dict:
-    return {"labelSelector": {"matchLabels": {"app": app}}}
-
-
-def pods(count: int, seed: int = 42) -> list[PendingPod]:
-    rng = random.Random(seed)
-    fifth = count // 5
-    out = []
-    rules: list[dict] = [
-        {},
-        {
-            "spread": (
-                TopologySpreadConstraint.model_validate(
-                    {
-                        "maxSkew": 1,
-                        "topologyKey": ZONE,
-                        "whenUnsatisfiable": "DoNotSchedule",
-                        **_selector("zone-spread"),
-                    }
-                ),
-            )
-        },
-        {
-            "spread": (
-                TopologySpreadConstraint.model_validate(
-                    {
-                        "maxSkew": 1,
-                        "topologyKey": HOST,
-                        "whenUnsatisfiable": "DoNotSchedule",
-                        **_selector("host-spread"),
-                    }
-                ),
-            )
-        },
-        {"affinity": (PodAffinityTerm.model_validate({"topologyKey": ZONE, **_selector("zone-affinity")}),)},
-        {"anti_affinity": (PodAffinityTerm.model_validate({"topologyKey": HOST, **_selector("host-anti")}),)},
-    ]
-    apps = ["plain", "zone-spread", "host-spread", "zone-affinity", "host-anti"]
-    for i in range(count):
-        kind = min(i // max(fifth, 1), 4)
-        requests = {"cpu": parse(rng.choice(CPUS)), "memory": parse(rng.choice(MEMORIES))}
-        topology = PodTopology(labels={"app": apps[kind]}, **rules[kind])
-        out.append(PendingPod(f"default/pod-{i}", requests, Requirements(), uid=f"{i:08d}", topology=topology))
-    return out
+    return old_schedule
 
 
 def run(count: int, types: list[InstanceOption], baseline: bool = False) -> dict:
     batch = pods(count)
     pool = PoolTemplate("default", Requirements())
-    if baseline:
-        from tests.unit.scheduling.baseline_pass import schedule as old_schedule
-
-        plan_with = old_schedule
-    else:
-        plan_with = schedule
+    plan_with = _old_pass() if baseline else schedule
     gc.collect()
     before = _peak_mib()
     start, cpu = time.perf_counter(), time.process_time()
@@ -128,6 +68,22 @@ def run(count: int, types: list[InstanceOption], baseline: bool = False) -> dict
     }
 
 
+def thirds(n: int, baseline: bool) -> dict:
+    """Both passes over the thirds shape at n (the old one only if `baseline`): CPU seconds,
+    and that they made as many claims."""
+    batch, types, pool = thirds_pods(n), thirds_catalog(), PoolTemplate("default", Requirements())
+    out: dict = {"n": n, "pods": len(batch)}
+    for name, plan_with in (("new", schedule), ("old", _old_pass() if baseline else None)):
+        if plan_with is None:
+            continue
+        gc.collect()
+        cpu = time.process_time()
+        plan = plan_with(batch, [], [pool], types)
+        out[name] = round(time.process_time() - cpu, 3)
+        out[name + "_nodeclaims"] = len(plan.claims)
+    return out
+
+
 def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
@@ -138,17 +94,8 @@ def _in_own_process(size: int, baseline: bool) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000,5000,20000,50000,100000")
-    parser.add_argument("--baseline", action="store_true", help="the pass before its claim index (the oracle)")
-    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
-    args = parser.parse_args()
-    if args.one:
-        print(json.dumps(run(args.one, catalog(), args.baseline)))
-        return
-    sizes = [int(s) for s in args.sizes.split(",")]
-    results = [_in_own_process(size, args.baseline) for size in sizes]
+def _karpenter_table(sizes: list[int], baseline: bool) -> dict:
+    results = [_in_own_process(size, baseline) for size in sizes]
     reference = next((r for r in results if r["pods"] == 5000), results[0])
     print(
         f"{'pods':>7} {'seconds':>8} {'cpu s':>7} {'pods/s':>8} {'us/pod':>7} "
@@ -166,6 +113,37 @@ def main() -> None:
     last = dict(results[-1])
     last["per_pod_growth"] = last.pop("per_pod_ratio")
     last["growth_against"] = reference["pods"]
+    return last
+
+
+def _thirds_table(sizes: list[int], baseline_up_to: int) -> list[dict]:
+    results = [thirds(n, n <= baseline_up_to) for n in sizes]
+    first = results[0]
+    print("\nthirds (one 2-vCPU type; n pods each of 1.5, 0.75, 0.25 vCPU), CPU seconds:")
+    print(f"{'n':>7} {'pods':>7} {'new s':>8} {'us/pod':>7} {'vs ' + str(first['n']):>8} {'old s':>8} {'old/new':>8}")
+    for r in results:
+        us = r["new"] / r["pods"] * 1e6
+        growth = us / (first["new"] / first["pods"] * 1e6)
+        old = f"{r['old']:>8.2f} {r['old'] / r['new']:>7.1f}x" if "old" in r else f"{'-':>8} {'-':>8}"
+        claims = r["new_nodeclaims"]
+        print(f"{r['n']:>7} {r['pods']:>7} {r['new']:>8.2f} {us:>7.1f} {growth:>7.2f}x {old}  ({claims} nodeclaims)")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,5000,20000,50000,100000")
+    parser.add_argument("--baseline", action="store_true", help="the pass before its claim index (the oracle)")
+    parser.add_argument("--thirds", default="1000,2000,4000,16000", help="n per pod size; empty: skip")
+    parser.add_argument("--thirds-baseline-up-to", type=int, default=4000, help="the old pass up to this n")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run(args.one, catalog(), args.baseline)))
+        return
+    last = _karpenter_table([int(s) for s in args.sizes.split(",")], args.baseline)
+    if args.thirds:
+        last["thirds"] = _thirds_table([int(n) for n in args.thirds.split(",")], args.thirds_baseline_up_to)
     print(json.dumps(last))
 
 

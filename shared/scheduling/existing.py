@@ -17,73 +17,39 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from shared.api.labels import ZONE_LABEL
+from shared.scheduling.roomtree import EMPTY, Figures, RoomTree
 from shared.scheduling.rules import ZERO, tolerated
 from shared.scheduling.topology import Blocked
 
 if TYPE_CHECKING:
     from shared.scheduling.packing import NodeCapacity, PendingPod
 
-_ANY = Decimal("-Infinity")  # a resource the pod does not ask for: any amount will do
-_NONE = Decimal("-Infinity")  # an empty branch
+_ANY = EMPTY  # a resource the pod does not ask for: any amount will do
+_ONE = Decimal(1)  # a pod slot
 SCAN_FIRST = 1.0  # nodes tried in turn per signature, as a share of all, before its tree is built
 
 
 class _Tree:
-    """The nodes one signature allows, in order, under a max tree of free cpu, memory, pods."""
+    """The nodes one signature allows, in order, under a `RoomTree` of their free room."""
 
-    __slots__ = ("cpu", "indices", "memory", "pods", "size")
+    __slots__ = ("indices", "room")
 
     def __init__(self, indices: list[int], nodes: list[NodeCapacity]) -> None:
         self.indices = indices
-        size = 1
-        while size < len(indices):
-            size *= 2
-        self.size = size
-        self.cpu = [_NONE] * (2 * size)
-        self.memory = [_NONE] * (2 * size)
-        self.pods = [_NONE] * (2 * size)
-        for position, index in enumerate(indices):
-            free = nodes[index].free
-            leaf = size + position
-            self.cpu[leaf] = free.get("cpu", ZERO)
-            self.memory[leaf] = free.get("memory", ZERO)
-            self.pods[leaf] = free.get("pods", ZERO)
-        for k in range(size - 1, 0, -1):
-            self._pull(k)
-
-    def _pull(self, k: int) -> None:
-        left, right = 2 * k, 2 * k + 1
-        cpu, memory, pods = self.cpu, self.memory, self.pods
-        cpu[k] = cpu[left] if cpu[left] >= cpu[right] else cpu[right]
-        memory[k] = memory[left] if memory[left] >= memory[right] else memory[right]
-        pods[k] = pods[left] if pods[left] >= pods[right] else pods[right]
+        self.room = RoomTree([_figures(nodes[index].free) for index in indices])
 
     def update(self, position: int, free: Mapping[str, Decimal]) -> None:
-        k = self.size + position
-        self.cpu[k] = free.get("cpu", ZERO)
-        self.memory[k] = free.get("memory", ZERO)
-        self.pods[k] = free.get("pods", ZERO)
-        k //= 2
-        while k:
-            self._pull(k)
-            k //= 2
+        self.room.set(position, *_figures(free))
 
     def first(self, cpu: Decimal, memory: Decimal, accept: Callable[[int], bool]) -> int | None:
-        """The first node, in order, under branches with room that `accept` takes."""
-        stack = [1]
-        size, cpus, memories, pods = self.size, self.cpu, self.memory, self.pods
-        while stack:
-            k = stack.pop()
-            if cpus[k] < cpu or memories[k] < memory or pods[k] < 1:
-                continue
-            if k >= size:
-                index = self.indices[k - size]
-                if accept(index):
-                    return index
-                continue
-            stack.append(2 * k + 1)
-            stack.append(2 * k)
-        return None
+        """The first node, in order, with room that `accept` takes."""
+        indices = self.indices
+        found = self.room.first(cpu, memory, _ONE, lambda position: accept(indices[position]))
+        return None if found is None else indices[found]
+
+
+def _figures(free: Mapping[str, Decimal]) -> Figures:
+    return free.get("cpu", ZERO), free.get("memory", ZERO), free.get("pods", ZERO)
 
 
 class NodeIndex:
@@ -107,7 +73,7 @@ class NodeIndex:
         key = (
             frozenset(pod.requirements.values()) if pod.requirements else None,
             tuple((t.key, t.operator, t.value, t.effect) for t in pod.tolerations),
-            None if zones is None else tuple(zones),
+            None if zones is None else frozenset(zones),  # which zones, not their order
         )
         tree = self._trees.get(key)
         if tree is None and self._tried.get(key, 0) < SCAN_FIRST * len(nodes):

@@ -18,7 +18,7 @@ planned in this pass, or onto new NodeClaims of the first NodePool that fits.
   order but pass over what cannot take it, so a pass costs near-linearly in its pods; the plan
   is the one the pass made trying each in turn (checked against that pass in the tests).
 - A `Bound` (the caller's deadline and clock) stops the pass early: what is planned stands, the
-  pods not looked at are `Plan.deferred` to the next pass.
+  pods not looked at are `Plan.deferred` to the next pass (those it ignores are ignored still).
 """
 
 from __future__ import annotations
@@ -199,9 +199,11 @@ def schedule(
         # at least one pod a pass: a bound already over (a deadline spent on the pools' options,
         # a timeout of 0) must not leave every pass empty and the queue stuck
         if position > 0 and bound is not None and bound.over(position):
-            plan.deferred = [p.key for p in queue[position:]]
+            rest = queue[position:]  # the ones the pass leaves alone are ignored, as ever, not deferred
+            plan.ignored += [p.key for p in rest if _left_alone(p)]
+            plan.deferred = [p.key for p in rest if not _left_alone(p)]
             break
-        if pod.daemonset or _avoids_nodepools(pod):
+        if _left_alone(pod):
             plan.ignored.append(pod.key)
             continue
         zones = _zones_for(pod, topology, known_zones)
@@ -292,9 +294,10 @@ def _descending(name: str) -> tuple[int, ...]:
     return (*(-ord(ch) for ch in name), 1)  # the 1 ends a name after any longer name it begins
 
 
-def _avoids_nodepools(pod: PendingPod) -> bool:
+def _left_alone(pod: PendingPod) -> bool:
+    """A DaemonSet's pod, or one that asks for no NodePool: upstream leaves them alone too."""
     wanted = pod.requirements.get(NODEPOOL_LABEL)
-    return wanted is not None and wanted.operator == Operator.DOES_NOT_EXIST
+    return pod.daemonset or (wanted is not None and wanted.operator == Operator.DOES_NOT_EXIST)
 
 
 def _new_claim(

@@ -1,7 +1,8 @@
 """The indexed pass makes the plan the pass before it made (`oracle`), on generated batches
 that mix what the index keys on: requirements, tolerations and taints, zone and hostname rules,
-running pods, existing nodes, pools with limits and minValues; and on the benchmark's shape.
-Also the bound: a pass that stops early defers the rest of its queue, in order."""
+running pods, existing nodes, pools with limits and minValues; and on the benchmarks' shapes.
+Also the bound: a pass that stops early defers the rest of its queue, in order (the pods it
+ignores stay ignored)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from decimal import Decimal
 from itertools import count
 from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.scheduling import catalog as benchmark_catalog
-from benchmarks.scheduling import pods as benchmark_pods
+from benchmarks.scheduling_shapes import catalog as benchmark_catalog
+from benchmarks.scheduling_shapes import pods as benchmark_pods
+from benchmarks.scheduling_shapes import thirds_catalog, thirds_pods
 from shared.api.core import Requirement, Taint, Toleration
 from shared.api.pod import PodAffinityTerm, TopologySpreadConstraint
 from shared.scheduling import existing, packing
@@ -148,9 +151,68 @@ def test_the_indexed_pass_makes_the_plan_the_old_pass_made(case, trees_at_once):
         schedule(pods, nodes, pools, CATALOG, daemonsets=daemonsets, running=running)  # compares itself
 
 
-def test_the_benchmarks_shape_makes_the_same_plan():
-    plan = schedule(benchmark_pods(600, seed=7), [], [PoolTemplate("default", Requirements())], benchmark_catalog())
-    assert len(plan.claims) == 120 and not plan.unplaced
+def _lopsided_thirds() -> tuple[list[PendingPod], list[InstanceOption]]:
+    """Thirds whose largest cpu and largest memory are two types: a claim's room in each may
+    pass the parked trees' test and still fit no type, so the full check must decide."""
+    cpu_heavy = {"cpu": Decimal(4), "memory": 2 * GI, "pods": Decimal(8)}
+    memory_heavy = {"cpu": Decimal(2), "memory": 8 * GI, "pods": Decimal(8)}
+    types = [
+        InstanceOption(name, room, room, {"node.kubernetes.io/instance-type": name}, (Offer("a", "on-demand", 1.0),))
+        for name, room in (("cpu-heavy", cpu_heavy), ("memory-heavy", memory_heavy))
+    ]
+    sizes = [("1.5", 1), ("0.75", 3), ("0.75", 0), ("0.25", 2), ("0.25", 0)]
+    pods = [
+        PendingPod(f"p{i}-{j}", {"cpu": Decimal(cpu), "memory": gi * GI}, uid=f"{i}-{j:04d}")
+        for i, (cpu, gi) in enumerate(sizes)
+        for j in range(24)
+    ]
+    return pods, types
+
+
+SHAPES = {  # name: (pods and catalog, the claims the plan makes)
+    "karpenter": (lambda: (benchmark_pods(600, seed=7), benchmark_catalog()), 120),
+    "thirds": (lambda: (thirds_pods(40), thirds_catalog()), 60),
+    "lopsided thirds": (_lopsided_thirds, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_the_benchmarks_shapes_make_the_same_plan(name):
+    build, claims = SHAPES[name]
+    pods, types = build()
+    plan = schedule(pods, [], [PoolTemplate("default", Requirements())], types)
+    assert not plan.unplaced and (claims is None or len(plan.claims) == claims)
+
+
+SMALL = [  # two types too small for the batch: claims fill, and searches pass over full ones
+    InstanceOption(name, room, room, {"node.kubernetes.io/instance-type": name}, (Offer("a", "on-demand", price),))
+    for name, room, price in (
+        ("two", {"cpu": Decimal(2), "memory": 8 * GI, "pods": Decimal(110)}, 1.0),
+        ("four-lean", {"cpu": Decimal(4), "memory": 2 * GI, "pods": Decimal(6)}, 1.5),
+    )
+]
+
+
+@st.composite
+def dense_batches(draw):
+    """Pods of a few sizes on types too small for them, some with hostname rules: claims fill
+    up and are parked, and hostname rules keep some pods off some of them."""
+    pods = []
+    for i in range(draw(st.integers(0, 40))):
+        cpu = draw(st.sampled_from(["1.5", "1", "0.75", "0.5", "0.25"]))
+        kind = draw(st.sampled_from(["plain", "plain", "host-spread", "host-anti"]))
+        app = draw(st.sampled_from(["x", "y"])) + "-" + kind
+        topology = PodTopology(labels={"app": app}, **_rules(kind, app, draw(st.integers(1, 3))))
+        memory = GI * draw(st.sampled_from([0, 1, 2, 4, 6]))
+        pods.append(PendingPod(f"p{i}", {"cpu": Decimal(cpu), "memory": memory}, uid=f"{i:04d}", topology=topology))
+    return pods, SMALL[: draw(st.integers(1, 2))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(dense_batches())
+def test_dense_batches_on_small_types_make_the_same_plan(case):
+    pods, types = case
+    schedule(pods, [], [PoolTemplate("default", Requirements())], types)  # compares itself
 
 
 def test_a_pool_under_limits_builds_a_list_per_claim_and_still_plans_alike():
@@ -165,9 +227,11 @@ def test_a_pass_bounded_after_n_pods_plans_those_and_defers_the_rest_in_order(ca
     bounded = packing.schedule(pods, nodes, pools, CATALOG, daemonsets=daemonsets, running=running, bound=Bound(pods=n))
     queue = sorted(pods, key=packing._queue_order)
     taken = max(n, 1)  # a pass always looks at its first pod, so the queue moves
-    assert bounded.deferred == [p.key for p in queue[taken:]]
-    assert bounded.timed_out == (taken < len(queue))
-    first = packing.schedule(queue[:taken], nodes, pools, CATALOG, daemonsets=daemonsets, running=running)
+    rest = queue[taken:]
+    left_alone = [p for p in rest if packing._left_alone(p)]  # ignored, bound or not
+    assert bounded.deferred == [p.key for p in rest if p not in left_alone]
+    assert bounded.timed_out == (len(left_alone) < len(rest))
+    first = packing.schedule(queue[:taken] + left_alone, nodes, pools, CATALOG, daemonsets=daemonsets, running=running)
     assert shape(bounded) == shape(first)
 
 
