@@ -20,7 +20,9 @@ from services.cli import eventlog
 from services.cli import validate as validate_cmd
 from shared.api.documents import DocumentError, load_nodepools
 from shared.policy.chain import read_anchor
-from shared.runtime import loop
+from shared.redaction import redact
+from shared.runtime import logs, loop
+from shared.runtime.logs import LogFormatOption
 
 if TYPE_CHECKING:
     from shared.runtime.bus import LocalBus
@@ -136,10 +138,10 @@ def _run_with_database(work: Callable[[str], Awaitable[T]]) -> T:
         with local_database_url(settings()) as url:
             return loop.run(work(url))
     except (OSError, RuntimeError, ValueError, ArgumentError, SQLAlchemyError, asyncpg.PostgresError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except (nats.errors.Error, pydantic.ValidationError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -283,7 +285,7 @@ def _with_bus(work: Callable[[LocalBus], T]) -> T:
     except typer.Exit:
         raise
     except (OSError, RuntimeError, BadDeployment, nats.errors.Error, pydantic.ValidationError) as exc:
-        typer.echo(f"error: {exc or type(exc).__name__}", err=True)
+        typer.echo(f"error: {redact(str(exc)) or type(exc).__name__}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -328,10 +330,10 @@ def _system_errors(child_exit: int) -> Iterator[None]:
     try:
         yield
     except ScenarioError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(child_exit) from None
 
 
@@ -348,6 +350,7 @@ def up_command(
     base_port: Annotated[
         int | None, typer.Option("--base-port", help="health/metrics ports from here, one per process (default: free)")
     ] = None,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
     the watcher, the scheduler and the relay as separate processes, and a live view. Ctrl-C stops
@@ -355,6 +358,7 @@ def up_command(
     from services.cli import up
     from shared.config import settings
 
+    logs.for_command(log_format)
     try:
         with _system_errors(child_exit=1):
             up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
@@ -371,12 +375,14 @@ def run_command(
         typer.Option("--speed", min=0.001, help="simulated seconds per wall second (default: ~60 s of wall time)"),
     ] = None,
     output: OutputOption = Output.TEXT,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Play a scenario to its end with every service (as `up` does), audit the log, stop, and
     summarise. Exit 1 when the audit finds a violation."""
     from services.cli import run
     from shared.config import settings
 
+    logs.for_command(log_format)
     with _system_errors(child_exit=2):
         summary = run.run(settings(), scenario, speed)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))

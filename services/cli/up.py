@@ -5,8 +5,10 @@ Servers come from `NODEWRIGHT_DATABASE_URL` / `NODEWRIGHT_NATS_URL`, else embedd
 process connects as its own; on an embedded PostgreSQL the services log in as
 `nodewright_service`, a member of the writer role). The log is migrated, then the sim, the relay, the watcher and the
 scheduler start with the same accelerated clock (the scenario's start, `--speed` times faster)
-and their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
-events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
+and their own health and metrics ports; each writes its log to `.nodewright/logs/<service>.log`
+(JSON lines unless `--log-format text`, which they inherit through NODEWRIGHT_LOG_FORMAT). A live
+view shows pools, nodes, pending pods and the newest events. Ctrl-C (or `--for`) stops every
+process, then the embedded servers.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from services.cli.eventlog import migrate
 from shared.bus.service import PORT_FILE_ENV
 from shared.clock import AcceleratedClock
 from shared.config import Settings
+from shared.redaction import redact
 from shared.runtime import loop
 from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
@@ -190,7 +193,9 @@ def _wait_ready(child: Child, timeout: float = 60.0) -> None:
 
 
 def _tail(child: Child) -> str:
-    return child.log.read_text(errors="replace")[-2000:]
+    """The end of a child's log, for the error that says it died: its lines are masked already,
+    but what it printed before its logging was set up is not."""
+    return redact(child.log.read_text(errors="replace")[-2000:])
 
 
 def _stop(children: list[Child]) -> None:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import structlog
 from aiohttp import web
 from faststream.nats import NatsBroker, NatsRouter
 from prometheus_client import CollectorRegistry, generate_latest
@@ -39,7 +39,7 @@ ReadinessCheck = Callable[[], Awaitable[str | None]]
 """None when ready, else why not."""
 Step = Callable[[], Awaitable[None]]
 
-log = logging.getLogger("nodewright.bus")
+log = structlog.get_logger("nodewright.bus")
 PORT_FILE_ENV = "NODEWRIGHT_PORT_FILE"
 """Where a service writes the health port it bound (`nodewright up` starts each with port 0: a
 port chosen ahead and bound later can be taken meanwhile, by a client socket as much as a server)."""
@@ -149,6 +149,7 @@ class ServiceShell:
         listener = socket.create_server(("0.0.0.0", self.port), reuse_port=False)
         self.port = listener.getsockname()[1]
         await web.SockSite(self._runner, listener).start()
+        log.info("starting server", name="health probe", addr=f"0.0.0.0:{self.port}")  # as controller-runtime says
         said = os.environ.get(PORT_FILE_ENV)
         if said:  # whoever started us with `--port 0` learns the port the kernel gave
             path = Path(said)
