@@ -89,7 +89,8 @@ def host_port(host: str, port: int) -> str:
 class Settings(BaseSettings):
     """Everything a nodewright process reads from its environment."""
 
-    model_config = SettingsConfigDict(env_prefix="NODEWRIGHT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NODEWRIGHT_", extra="ignore", hide_input_in_errors=True)
+    """An error never repeats the value it refused: a URL carries its password."""
 
     database_url: str | None = None
     """SQLAlchemy async URL (postgresql+asyncpg://...); None starts an embedded PostgreSQL."""

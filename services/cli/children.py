@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.bus.service import PORT_FILE_ENV
+from shared.redaction import redact
 from shared.runtime.bus import LocalBus
 
 STOP_SECONDS = 15.0
@@ -75,7 +76,9 @@ class Child:
         return "running" if self.process.poll() is None else f"exited {self.process.returncode}"
 
     def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-2000:]
+        """The end of its log, for the error that says it died: its lines are masked already, but
+        what it printed before its logging was set up is not."""
+        return redact(self.log.read_text(errors="replace")[-2000:])
 
 
 def supervise(children: list[Child], say: object) -> None:

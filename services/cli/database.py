@@ -9,6 +9,7 @@ from typing import Annotated, TypeVar
 import pydantic
 import typer
 
+from shared.redaction import redact
 from shared.runtime import loop
 
 T = TypeVar("T")
@@ -36,8 +37,8 @@ def with_database(work: Callable[[str], Awaitable[T]], run: str | None = None) -
                 url = loop.run(runs.resolve(url, run))
             return loop.run(work(url))
     except (OSError, RuntimeError, ValueError, ArgumentError, SQLAlchemyError, asyncpg.PostgresError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except (nats.errors.Error, pydantic.ValidationError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None

@@ -22,7 +22,9 @@ from services.cli.database import RunOption, with_database
 from services.cli.service import service_app
 from shared.api.documents import DocumentError, load_nodepools
 from shared.policy.chain import read_anchor
-from shared.runtime import loop
+from shared.redaction import redact
+from shared.runtime import logs, loop
+from shared.runtime.logs import LogFormatOption
 
 if TYPE_CHECKING:
     from shared.runtime.bus import LocalBus
@@ -268,7 +270,7 @@ def _with_bus(work: Callable[[LocalBus], T]) -> T:
     except typer.Exit:
         raise
     except (OSError, RuntimeError, BadDeployment, nats.errors.Error, pydantic.ValidationError) as exc:
-        typer.echo(f"error: {exc or type(exc).__name__}", err=True)
+        typer.echo(f"error: {redact(str(exc)) or type(exc).__name__}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -314,10 +316,10 @@ def _system_errors(child_exit: int) -> Iterator[None]:
     try:
         yield
     except (ScenarioError, RunError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(child_exit) from None
 
 
@@ -334,6 +336,7 @@ def up_command(
     base_port: Annotated[
         int | None, typer.Option("--base-port", help="health/metrics ports from here, one per process (default: free)")
     ] = None,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
     the watcher, the scheduler and the relay as separate processes, and a live view. Ctrl-C stops
@@ -341,6 +344,7 @@ def up_command(
     from services.cli import up
     from shared.config import settings
 
+    logs.for_command(log_format)
     try:
         with _system_errors(child_exit=1):
             up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
@@ -360,12 +364,14 @@ def run_command(
     report: Annotated[
         Path | None, typer.Option("--report", help="write nodes.png, report.md and summary.json here")
     ] = None,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Play a scenario to its end with every service (as `up` does) on a log of its own, audit
     the log, stop, and summarise. Exit 1 when the audit finds a violation."""
     from services.cli import run
     from shared.config import settings
 
+    logs.for_command(log_format)
     with _system_errors(child_exit=2):
         summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))

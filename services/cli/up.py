@@ -6,7 +6,9 @@ process connects as its own; on an embedded PostgreSQL the services log in as
 `nodewright_service`, a member of the writer role). The log is migrated, then the sim, the
 relay, the watcher, the scheduler, termination and disruption start with the same accelerated
 clock (the scenario's start, `--speed` times faster), held at the start until every one is
-ready, and their own health and metrics ports. A live view shows pools, nodes, pending pods and the newest
+ready, and their own health and metrics ports; each writes its log to
+`.nodewright/logs/<service>.log` (JSON lines unless `--log-format text`, which they inherit
+through NODEWRIGHT_LOG_FORMAT). A live view shows pools, nodes, pending pods and the newest
 events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
 """
 

@@ -17,13 +17,13 @@ a command, never both, and an old leader's late step fails on the version (and o
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from services.disruption.projection import Command
 from services.disruption.world import build
+from shared import acts
 from shared.api.nodepool import DisruptionReason
 from shared.disruption.passes import recheck
 from shared.disruption.validation import REJECTED, VALIDATION_DELAY, command_timeout
@@ -31,6 +31,7 @@ from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.violations import ReservationError
 from shared.ports.cluster import NODE, NODEPOOL, NORMAL, WARNING, KubeEvent
+from shared.runtime import logs
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created
 from shared.store.eventstore import ANY, NO_STREAM, Append, NotLeader, StoreError, first_event_id
@@ -38,7 +39,7 @@ from shared.store.eventstore import ANY, NO_STREAM, Append, NotLeader, StoreErro
 if TYPE_CHECKING:
     from services.disruption.service import DisruptionService
 
-log = logging.getLogger("nodewright.disruption")
+log = logs.controller("disruption")
 _IDS = uuid.UUID("0f5d2b8e-4c0e-4b43-8f2e-636f6d6d616e")
 
 
@@ -92,13 +93,18 @@ class Commands:
         )
         appends = [Append(_stream(command), command.version, [self._new(validated, now, "validated")])]
         if command.replacements:
+            said = []
             for name, planned in zip(command.replacements, verdict.new_claims, strict=False):
                 created = claim_created(name, planned, replacement_for=command.decision_id)
                 event = NewEvent.of(
                     created, occurred_at=now, producer="disruption", event_id=first_event_id(created.stream_id)
                 )
                 appends.append(Append(created.stream_id, NO_STREAM, [event]))
+                types = [t.name for t in created.instance_types]
+                said.append(acts.created_nodeclaim(created.nodepool, name, created.requests, types))
             if await self._append(appends, command, "validation"):
+                for message, fields in said:
+                    log.info(message, **fields, **{"command-id": command.decision_id})
                 await self._tell(command, "DisruptionLaunching", f"Launching NodeClaim: {_said(command)}", now)
                 return True
             await self._cancel(command, "a replacement was refused", now)
@@ -162,7 +168,8 @@ class Commands:
         appends = [Append(_stream(command), command.version, [self._new(cancelled, now, "cancelled")])]
         if not await self._append(appends, command, "cancellation"):
             return
-        log.info("cancelled %s: %s", command.decision_id, why)
+        cancelled_fields = {"command-id": command.decision_id, "reason": command.reason.lower(), "why": why}
+        log.info("cancelled disruption command", **cancelled_fields)
         if rejected is not None and command.reason in (DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED):
             savings = f" (savings: ${command.savings or 0:.2f})"
             text = f"Consolidation rejected: {_said(command)}, reason: {', '.join(rejected)}{savings}"

@@ -12,7 +12,6 @@ stream's version so two leaders never both act (`commands.py`).
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -22,6 +21,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from services.disruption.commands import Commands
 from services.disruption.projection import PROJECTED, Projection
 from services.disruption.world import build
+from shared import acts
 from shared.api.nodepool import DisruptionReason
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
@@ -29,7 +29,7 @@ from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.disruption.candidates import Blocked
 from shared.disruption.command import Command
-from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, Found, PoolBlocked, forceful, graceful
+from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, Found, PoolBlocked, World, forceful, graceful
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.budgets import blocked_by_budget_message
@@ -37,6 +37,7 @@ from shared.policy.limits import blocked_by_node_limit_message
 from shared.policy.violations import BudgetExceeded, NodeLimitExceeded, ReservationError
 from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import NODE, NODEPOOL, WARNING, Cluster, KubeEvent
+from shared.runtime import logs
 from shared.runtime.leading import lead, quiet
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_name, instance_option
@@ -53,7 +54,7 @@ POOL_SAID_EVERY = timedelta(minutes=1)
 NODE_SAID_EVERY = timedelta(minutes=2)
 LOCK_CHECK_SECONDS = 2.0
 _IDS = uuid.UUID("6c1a1f0e-8d0b-4a55-9f43-646973727570")
-log = logging.getLogger("nodewright.disruption")
+log = logs.controller("disruption")
 
 
 class DisruptionService:
@@ -175,13 +176,13 @@ class DisruptionService:
             self.eligible.labels(str(reason).lower()).set(count)
         decided = []
         for command in [*found, *result.found]:
-            decision = await self._reserve(command, now)
+            decision = await self._reserve(command, now, world)
             if decision is not None:
                 decided.append(decision)
         await self._say(result.pool_blocked, result.blocked, now)
         return decided
 
-    async def _reserve(self, found: Found, now: datetime) -> str | None:
+    async def _reserve(self, found: Found, now: datetime, world: World) -> str | None:
         command = found.command
         decision_id = str(uuid.uuid4())
         replacements = [claim_name(found.nodepool) for _ in range(command.replacements)]
@@ -215,7 +216,8 @@ class DisruptionService:
             return None
         self.appended = max(self.appended, *positions)
         self.decisions.labels(command.decision.value, command.reason.lower(), found.consolidation_type).inc()
-        log.info("decided %s", text)
+        message, fields = disrupting(decision_id, found, world, self.projection)
+        log.info(message, **fields)
         return decision_id
 
     async def _say(self, pools: list[PoolBlocked], nodes: list[Blocked], now: datetime) -> None:
@@ -275,3 +277,29 @@ def describe(decision_id: str, nodepool: str, command: Command) -> str:
     if command.replacements:
         text += f" -> [{command.replacements} replacement(s)]"
     return text
+
+
+def disrupting(decision_id: str, found: Found, world: World, projection: Projection) -> acts.Said:
+    """Upstream's `disrupting nodeclaim(s) via ...` line for a decision: each candidate's node,
+    instance and capacity type and pods to move; the replacements' capacity and instance types."""
+    nodes = {n.state.nodeclaim: n for n in world.nodes}
+    candidates = []
+    for name in found.command.candidates:
+        claim, node = projection.claims.get(name), nodes.get(name)
+        candidates.append(
+            acts.Disrupted(
+                name=(claim.node if claim else None) or name,
+                instance_type=(claim.instance_type if claim else None) or "",
+                capacity_type=(claim.capacity_type if claim else None) or "",
+                pods=sum(1 for p in node.state.pods if p.reschedulable) if node else 0,
+                nodeclaim=name,
+            )
+        )
+    replacements = [
+        acts.Replacement(
+            sorted({offer.capacity_type for o in planned.options for offer in o.offers}),
+            [o.instance.name for o in planned.options],
+        )
+        for planned in found.new_claims
+    ] or [acts.Replacement()] * found.command.replacements
+    return acts.disrupting(decision_id, found.command.reason, found.nodepool, candidates, replacements)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Annotated
 
 import typer
@@ -10,14 +11,19 @@ import typer
 from services.relay.service import RelayService
 from shared.bus.connection import BusSettings
 from shared.config import settings
+from shared.runtime import logs
 from shared.runtime.process import serve
 from shared.store.eventstore import EventStore
 
 
-def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
+def main(
+    port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0,
+    log_format: logs.LogFormatOption = None,
+) -> None:
+    logs.configure(log_format)
     config = settings()
     if not config.database_url or not config.nats_url:
-        typer.echo("error: the relay needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL", err=True)
+        logging.getLogger("nodewright").error("the relay needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL")
         raise typer.Exit(2)
     bus = BusSettings.from_settings(config)
     database_url = config.database_url

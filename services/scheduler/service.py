@@ -15,7 +15,6 @@ lock's fence, so a replica that lost the lock without noticing can reserve nothi
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,6 +25,7 @@ from typing import Any
 import nats.errors
 from prometheus_client import Counter, Gauge, Histogram
 
+from shared import acts
 from shared.api.core import Requirement
 from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodepool import NodePool
@@ -39,6 +39,7 @@ from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import NORMAL, POD, WARNING, Cluster, KubeEvent
+from shared.runtime import logs
 from shared.runtime.leading import lead, quiet, wait
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name, instance_option
@@ -82,7 +83,8 @@ PROJECTED = frozenset(
 )
 """The events the projection reads: their payloads must keep their contracts."""
 _IDS = uuid.UUID("1b7c6b0e-3d38-4cf1-9c0a-73636865646c")
-log = logging.getLogger("nodewright.scheduler")
+log = logs.controller("provisioner")
+lifecycle = logs.controller("nodeclaim.lifecycle", kind="NodeClaim")
 
 
 class SchedulerService:
@@ -236,6 +238,9 @@ class SchedulerService:
                 log.warning("lifecycle step refused: %s", result)
             elif result:
                 self.appended = max(self.appended, *result)
+                said = acts.registered_nodeclaim if step.type == "NodeClaimRegistered" else acts.initialized_nodeclaim
+                message, fields = said(step.nodeclaim, step.node)
+                lifecycle.info(message, **fields)
         self.requested.intersection_update(self.projection.owed)
 
     async def plan_and_launch(self, now: datetime) -> list[str]:
@@ -250,10 +255,11 @@ class SchedulerService:
                     self.usage.labels(name, resource_type(resource)).set(float(value))
             for resource, quantity in (pool.spec.limits or {}).items():
                 self.limit.labels(name, resource_type(resource)).set(float(quantity.value))
+        waiting = self.projection.plannable()
         with self.duration.time():
             started = self.monotonic()
             plan = schedule(
-                self.projection.plannable(),
+                waiting,
                 self.projection.capacity(),
                 self.projection.templates(remaining),
                 self.catalog,
@@ -264,6 +270,10 @@ class SchedulerService:
                 bound=Bound(deadline=started + self.timeout.total_seconds(), clock=self.monotonic),
             )
         self._timed_out(plan)
+        reconcile_id = str(uuid.uuid4())
+        seconds, sizes = self.monotonic() - started, [len(c.pods) for c in plan.claims]
+        for message, fields in acts.scheduled([p.key for p in waiting], seconds, sizes, plan.placed, reconcile_id):
+            log.info(message, **fields)
         self.unschedulable.set(len(plan.unplaced))
         self.ignored.set(len(plan.ignored))
         events = [
@@ -272,7 +282,7 @@ class SchedulerService:
         ]
         events += [self._nominated(pod, target) for pod, target in plan.placed.items()]
         for claim in plan.claims:
-            name = await self._reserve(claim, now)
+            name = await self._reserve(claim, now, reconcile_id)
             if name is not None:
                 events += [self._nominated(pod, name) for pod in claim.pods]
         await self.consumer.reach(self.appended)
@@ -311,7 +321,7 @@ class SchedulerService:
             where = f"node/{target}"
         return KubeEvent(POD, pod, NORMAL, "Nominated", f"Pod should schedule on: {where}", self._uid(pod))
 
-    async def _reserve(self, claim: PlannedClaim, now: datetime) -> str | None:
+    async def _reserve(self, claim: PlannedClaim, now: datetime, reconcile_id: str = "") -> str | None:
         """The strict reservation of a planned claim: its name, or None when a limit refused it."""
         name = claim_name(claim.nodepool)
         created = claim_created(name, claim)
@@ -324,6 +334,9 @@ class SchedulerService:
             return None
         self.appended = max(self.appended, *positions)
         self.created.labels("provisioning", claim.nodepool, "false").inc()
+        types = [t.name for t in created.instance_types]
+        message, fields = acts.created_nodeclaim(claim.nodepool, name, created.requests, types, reconcile_id)
+        log.info(message, **fields)
         return name
 
     async def launch_unlaunched(self, now: datetime) -> list[str]:
@@ -399,6 +412,8 @@ class SchedulerService:
                 nodeclaim=name, nodepool=claim.nodepool, reason=type(exc).__name__, message=str(exc)[:1000]
             )
             await self._record(failed, now)
+            message, fields = acts.failed_launching(name, str(exc))
+            lifecycle.error(message, **fields)
             return None
         launched = c.NodeClaimLaunched(
             nodeclaim=name,
@@ -412,6 +427,9 @@ class SchedulerService:
             labels=instance.get("labels") or {},
         )
         await self._record(launched, now)
+        where = (launched.provider_id, launched.instance_type, launched.zone, launched.capacity_type)
+        message, fields = acts.launched_nodeclaim(name, *where, launched.allocatable)
+        lifecycle.info(message, **fields)
         return name
 
     def _launch_spec(self, name: str, claim: ClaimInFlight, pool: NodePool) -> dict[str, Any]:

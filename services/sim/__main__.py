@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from services.sim.service import SimService
 from shared.api.scenario import ScenarioError
 from shared.bus.connection import BusSettings
 from shared.config import settings
+from shared.runtime import logs
 from shared.runtime.process import serve
 from shared.runtime.scenarios import load_scenario
 
@@ -20,15 +22,17 @@ from shared.runtime.scenarios import load_scenario
 def main(
     scenario: Annotated[Path, typer.Option("--scenario", help="the Scenario file to play")],
     port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0,
+    log_format: logs.LogFormatOption = None,
 ) -> None:
+    logs.configure(log_format)
     config = settings()
     if not config.nats_url:
-        typer.echo("error: NODEWRIGHT_NATS_URL is not set", err=True)
+        logging.getLogger("nodewright").error("NODEWRIGHT_NATS_URL is not set")
         raise typer.Exit(2)
     try:
         world = load_scenario(scenario)
     except ScenarioError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        logging.getLogger("nodewright").error("the scenario cannot be played: %s", exc)
         raise typer.Exit(2) from None
     service = SimService(world, config.clock(), BusSettings.from_settings(config), port=port)
 

@@ -8,10 +8,15 @@ from typing import Annotated
 import typer
 
 from services.termination.service import TerminationService
+from shared.runtime import logs
 from shared.runtime.process import serve_connected
 
 
-def main(port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0) -> None:
+def main(
+    port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0,
+    log_format: logs.LogFormatOption = None,
+) -> None:
+    logs.configure(log_format)
     serve_connected(
         "termination",
         lambda store, sim, bus, config: TerminationService(

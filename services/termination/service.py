@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 import uuid
 from dataclasses import replace
@@ -23,6 +22,7 @@ from datetime import datetime
 from prometheus_client import Counter, Gauge, Histogram
 
 from services.termination.projection import PROJECTED, Projection
+from shared import acts
 from shared.api.labels import EXCLUDE_FROM_LOAD_BALANCERS_LABEL, TERMINATION_TIMESTAMP_ANNOTATION
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
@@ -33,6 +33,7 @@ from shared.events import contracts as c
 from shared.events.envelope import NewEvent, RecordedEvent
 from shared.ports.cloud import CloudProvider, InstanceNotFound
 from shared.ports.cluster import NODE, POD, WARNING, Cluster, ClusterError, EvictionRefused, KubeEvent, NotFound
+from shared.runtime import logs
 from shared.runtime.outages import OUTAGES
 from shared.runtime.recorder import Recorder
 from shared.store.eventstore import EventStore, unit
@@ -53,7 +54,8 @@ REQUESTS_IN_FLIGHT = 64
 once would time their requests out."""
 NORMAL = "Normal"
 _IDS = uuid.UUID("8f3c2d1e-5b6a-4c7d-9e8f-7465726d696e")
-log = logging.getLogger("nodewright.termination")
+log = logs.controller("node.termination", kind="Node", group="")
+lifecycle = logs.controller("nodeclaim.lifecycle", kind="NodeClaim")
 
 
 def step_id(*parts: object) -> uuid.UUID:
@@ -235,7 +237,9 @@ class _Drain:
         )
         await s.record([(draining, step_id("draining", t.nodeclaim))], now)
         self.draining_since = now  # the projection hears of it later: the next pass need not wait
-        log.info("tainted node %s (nodeclaim %s)", t.node, t.nodeclaim)
+        taint = DISRUPTED_TAINT
+        message, fields = acts.tainted_node(t.node, t.nodeclaim, taint.key, taint.value or "", taint.effect.value)
+        log.info(message, **fields)
         if deadline is not None:
             expiring = KubeEvent(
                 "NodeClaim", t.nodeclaim, NORMAL, "TerminationGracePeriodExpiring", steps.expiring_message(deadline)
@@ -252,7 +256,7 @@ class _Drain:
         force = list({p.key: (p, g) for p, g in force}.values())
         forced = {p.key for p, _ in force}
         evict = list({p.key: p for p in evict if p.key not in forced}.values())
-        outcomes = await asyncio.gather(*(self._force(pod, grace) for pod, grace in force))
+        outcomes = await asyncio.gather(*(self._force(t, pod, grace) for pod, grace in force))
         for (pod, grace), outcome in zip(force, outcomes, strict=True):
             if outcome == "unknown":
                 self.uncertain[pod.key] = (pod, grace)
@@ -360,7 +364,7 @@ class _Drain:
             raise
         return "200"
 
-    async def _force(self, pod: DrainPod, grace: int) -> str:
+    async def _force(self, t: Termination, pod: DrainPod, grace: int) -> str:
         """A deletion at the termination grace period, PDBs and do-not-disrupt bypassed: 200, 404
         (gone already) or `unknown`."""
         try:
@@ -370,7 +374,9 @@ class _Drain:
             return "unknown"
         except NotFound:
             return "404"
-        log.info("deleted pod %s at the termination grace period of nodeclaim %s", pod.key, self.name)
+        deadline = t.termination_time.isoformat() if t.termination_time else ""
+        message, fields = acts.deleting_pod(pod.key, t.node or "", t.nodeclaim, grace, deadline)
+        log.info(message, **fields)
         return "200"
 
     async def delete_instance(self, t: Termination) -> None:
@@ -395,7 +401,6 @@ class _Drain:
         with contextlib.suppress(NotFound):
             await s.cluster.delete_node(t.node)
         self.node_gone = True
-        log.info("deleted node %s", t.node)
         claim = s.projection.claims[t.nodeclaim]
         s.nodes_drained.labels(t.nodepool).inc()
         s.nodes_terminated.labels(t.nodepool, claim.zone or "").inc()
@@ -410,4 +415,8 @@ class _Drain:
         s.finished.append(t.nodeclaim)
         s.terminated_total.labels(t.nodepool, claim.capacity_type or "", claim.zone or "").inc()
         s.claim_duration.observe(max((now - t.requested_at).total_seconds(), 0.0))
-        log.info("terminated nodeclaim %s (%s)", t.nodeclaim, t.reason)
+        if t.node is not None:  # gone: deleted here, or with its instance (upstream says it once its finalizer goes)
+            message, fields = acts.deleted_node(t.node, t.nodeclaim)
+            log.info(message, **fields)
+        message, fields = acts.deleted_nodeclaim(t.nodeclaim, t.node, claim.provider_id, t.reason)
+        lifecycle.info(message, **fields)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import structlog
 from aiohttp import web
 from faststream.nats import NatsBroker, NatsRouter
 from prometheus_client import CollectorRegistry, generate_latest
@@ -42,7 +42,7 @@ ReadinessCheck = Callable[[], Awaitable[str | None]]
 """None when ready, else why not."""
 Step = Callable[[], Awaitable[None]]
 
-log = logging.getLogger("nodewright.bus")
+log = structlog.get_logger("nodewright.bus")
 PORT_FILE_ENV = "NODEWRIGHT_PORT_FILE"
 """Where a service writes the health port it bound (`nodewright up` starts each with port 0: a
 port chosen ahead and bound later can be taken meanwhile, by a client socket as much as a server)."""
@@ -160,6 +160,7 @@ class ServiceShell:
             metrics = web.Application()
             metrics.router.add_get("/metrics", self._metrics)
             self._metrics_runner, self.metrics_port = await _listen(metrics, metrics_host, metrics_port or 0)
+        log.info("starting server", name="health probe", addr=f"{config.health_address}:{self.port}")
         said = os.environ.get(PORT_FILE_ENV)
         if said:  # whoever started us with `--port 0` learns the port the kernel gave
             path = Path(said)

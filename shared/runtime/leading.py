@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+import structlog
 from prometheus_client import Gauge
 
 from shared.bus.projection import ProjectionConsumer
@@ -31,7 +32,7 @@ async def lead(
     stopping: asyncio.Event,
     take_over: Callable[[], Awaitable[None]],
     follow: Callable[[asyncio.Event], Awaitable[None]],
-    log: logging.Logger,
+    log: logging.Logger | structlog.stdlib.BoundLogger,
 ) -> None:
     """Lead whenever the lock is ours, until `stopping`; the lock is released on the way out."""
     try:

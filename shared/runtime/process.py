@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,8 @@ from shared.config import Settings, settings
 from shared.runtime import loop
 from shared.runtime.outages import OUTAGES, Backoff
 from shared.store.eventstore import EventStore
+
+log = logging.getLogger("nodewright")
 
 
 def serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -40,7 +43,8 @@ def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettin
     config = settings()
     database_url = config.database_url
     if not database_url or not config.nats_url:
-        sys.exit(f"error: the {name} needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL")
+        log.error("the %s needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL", name)
+        sys.exit(1)
     bus = BusSettings.from_settings(config)
 
     async def run(stopping: asyncio.Event) -> None:
@@ -64,6 +68,6 @@ async def _sim_client(bus: BusSettings, name: str, stopping: asyncio.Event) -> S
         try:
             return await SimClient.connect(bus, name)
         except OUTAGES as exc:
-            print(f"{name}: NATS not reachable yet ({exc!r}); trying again", file=sys.stderr, flush=True)
+            log.warning("%s: NATS not reachable yet (%r); trying again", name, exc)
             await backoff.wait(stopping)
     return None
