@@ -3,12 +3,15 @@ or replace them with one strictly cheaper node.
 
 A simulation's outcome: a candidate pod that fits nowhere, or a plan that leans on a node not yet
 initialized, is no command; no new claim is a delete; exactly one is a replace, kept to the
-cheaper types (`pricing`); more than one is no command. Single-node takes candidates in order
-and the first that yields a command wins; multi-node takes up to 100 candidates within their
-pools' budgets and finds, by binary search, the longest prefix of at least two that yields one
-(its replacement also filtered by `filterOutSameInstanceType`). Candidates come in the order the
-caller chose (upstream: cheapest to disrupt first); consolidationPolicy and Consolidatable are
-the caller's filter, as for emptiness.
+cheaper types (`pricing`); more than one is no command. A replace also needs its claim in the
+candidates' own pool: the store counts a replacement against its decision's pool, so one the
+scheduler would put in another pool could never launch (it was decided, refused at validation and
+decided again, pass after pass). Single-node takes candidates in order and the first that yields
+a command wins; multi-node takes up to 100 candidates within their pools' budgets and finds, by
+binary search, the longest prefix of at least two that yields one (its replacement also filtered
+by `filterOutSameInstanceType`). Candidates come in the order the caller chose (upstream:
+cheapest to disrupt first); consolidationPolicy and Consolidatable are the caller's filter, as
+for emptiness.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from shared.scheduling.packing import PlannedClaim
 
 REASON = DisruptionReason.UNDERUTILIZED
 MULTI_NODE_MOST = 100
+ANOTHER_POOL = "Can't replace with a node of another NodePool"
+"""Ours: upstream may launch a replacement in any pool; nodewright counts it in its candidates'."""
 Replaceable = Callable[[str, int], bool]
 """Whether a pool's node hard limit lets `n` replacements launch before its candidates go."""
 
@@ -70,6 +75,9 @@ def evaluate(chosen: Sequence[Movable], cluster: ClusterView, *, spot_to_spot: b
         return Consolidation(Command(REASON, names))
     if len(claims) > 1:
         return Consolidation(None, why_not=f"Can't remove without creating {len(claims)} candidates")
+    other = simulation.elsewhere({m.nodepool for m in chosen})
+    if other is not None:
+        return Consolidation(None, why_not=f"{ANOTHER_POOL} ({other})")
     options = cheaper(claims[0].options, sum(m.price for m in chosen))
     if multi:
         options = filter_out_same_instance_type(options, {m.instance_type for m in chosen})

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from shared.api.nodepool import DisruptionReason
 from shared.disruption.command import Command
-from shared.disruption.consolidation import Movable, Replaceable, any_replacement
+from shared.disruption.consolidation import ANOTHER_POOL, Movable, Replaceable, any_replacement
 from shared.disruption.simulation import ClusterView, simulate
 from shared.scheduling.packing import PlannedClaim
 from shared.scheduling.requirements import Requirements
@@ -82,8 +82,9 @@ def drift_command(
     replaceable: Replaceable = any_replacement,
 ) -> DriftDecision:
     """The first drifted candidate (in `drift_order`) whose pool's Drifted budget allows one more
-    and whose pods have somewhere to go: deleted, or replaced by as many claims as they need. No
-    price filter: a drifted node goes whatever its replacement costs."""
+    and whose pods have somewhere to go: deleted, or replaced by as many claims of its own pool as
+    they need (the store counts replacements in the candidate's pool). No price filter: a drifted
+    node goes whatever its replacement costs."""
     blocked: dict[str, str] = {}
     limited: list[str] = []
     cluster = cluster.prepared()
@@ -94,6 +95,10 @@ def drift_command(
         simulation = simulate([candidate.move], cluster)
         if not simulation.valid:
             blocked[candidate.nodeclaim] = simulation.why_not() or "its pods would not schedule"
+            continue
+        other = simulation.elsewhere({candidate.nodepool})
+        if other is not None:
+            blocked[candidate.nodeclaim] = f"{ANOTHER_POOL} ({other})"
             continue
         replacements = len(simulation.new_claims)
         if replacements and not replaceable(candidate.nodepool, replacements):

@@ -340,7 +340,8 @@ def recheck(
     cluster = _with_waiting(world)
     if eventual:
         simulation = simulate([m.move for m in chosen], cluster)
-        if not simulation.valid or len(simulation.new_claims) != replacements:
+        pools = {m.nodepool for m in chosen}
+        if not simulation.valid or len(simulation.new_claims) != replacements or simulation.elsewhere(pools):
             return Recheck((), {name: "scheduling" for name in verdict.keep})
         return Recheck(verdict.keep, {}, simulation.new_claims)
     again = evaluate(chosen, cluster.prepared(), spot_to_spot=world.spot_to_spot, multi=len(chosen) > 1)

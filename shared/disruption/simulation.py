@@ -9,7 +9,7 @@ Nodes still inside their consolidateAfter window are left out of the simulation 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -71,6 +71,12 @@ class Simulation:
     @property
     def valid(self) -> bool:
         return not self.unplaced and not self.uninitialized
+
+    def elsewhere(self, nodepools: Collection[str]) -> str | None:
+        """The first pool, not one of `nodepools`, that a new claim would be launched in. A
+        decision and its replacements are counted in the candidates' pool (`pool.replacing`), so
+        a command whose replacement the scheduler would put in another pool could never launch."""
+        return next((c.nodepool for c in self.new_claims if c.nodepool not in nodepools), None)
 
     def why_not(self) -> str | None:
         if self.unplaced:

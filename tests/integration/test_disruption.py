@@ -290,3 +290,22 @@ async def test_b21_not_ready_nodes_consume_the_budget_until_they_are_ready_again
     assert most <= 2 and not blocked  # upstream says a blocking budget only when it allows 0
     assert sum(len(d["candidates"]) for d in decisions) == 6
     assert (await audit_database(migrated_url)).ok
+
+
+async def test_a_cheaper_replacement_only_another_pool_could_launch_is_never_decided(store, bus):
+    """flagship-day's loop: a pod that tolerates its pool's taint but needs no pool would go, in
+    the simulation, to a pool added later (tried first: names descending) whose node is cheaper.
+    The store counts a replacement in its decision's pool, so such a replace was decided, refused
+    at validation, and decided again every pass; it is no command at all."""
+    backend = pool("backend", **{"template.spec.taints": [{"key": "BackendOnly", "effect": "NoSchedule"}]})
+    tolerant = {"tolerations": [{"key": "BackendOnly", "operator": "Exists", "effect": "NoSchedule"}]}
+    document = scenario(
+        [backend],
+        [{"name": "api", "replicas": 1, "requests": {"cpu": "1", "memory": "1Gi"}} | tolerant],
+        [{"at": "2m", "applyNodePool": pool("web", cpus=("2",))}],
+    )
+    await play(document, bus, store, 8)
+    decisions, _, _ = await disruption_story(store)
+    refused = [d["why"] for _, d in await events_of(store, ["DisruptionCancelled"])]
+    assert decisions == [] and refused == []
+    assert {c.nodepool for c in (await store.counters()).values() if c.nodes} == {"backend"}

@@ -4,10 +4,15 @@ on a node still starting; single-node takes the first that works; multi-node the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from shared.api.nodepool import Requirement
 from shared.disruption.command import Decision
 from shared.disruption.consolidation import multi_node, single_node
 from shared.disruption.pricing import NOT_CHEAPER
 from shared.disruption.simulation import Move, simulate
+from shared.scheduling.packing import PoolTemplate
+from shared.scheduling.requirements import Requirements
 from tests.unit.disruption.fixtures import cluster, movable, node, pod
 
 
@@ -94,3 +99,31 @@ def test_multi_node_filters_out_the_candidates_own_type():
     view = cluster(*(node(f"c{i}", "1") for i in range(2)))
     result = multi_node(candidates, view, {"a": None}, spot_to_spot=False)
     assert result.command is None and result.why_not == NOT_CHEAPER
+
+
+def test_a_replacement_the_simulation_puts_in_another_pool_is_no_command():
+    # flagship-day, backend1a: the candidate's pod tolerates its pool's taint but needs no pool, so
+    # the simulation plans it in the pool the scheduler tries first (names descending: "web"),
+    # whose spot node is cheaper than anything the candidate's own pool offers. The store counts a
+    # replacement against its decision's pool only; such a command was decided, then refused at
+    # every validation, and decided again (122 times in a day).
+    pools = (PoolTemplate("a", _types("m8")), PoolTemplate("web", _types("m1", "m2")))
+    view = replace(cluster(node("c1", "7")), pools=pools)
+    result = single_node([movable("c1", (pod("p1"),), 8.0)], view, {"a": None, "web": None}, spot_to_spot=False)
+    assert result.command is None
+    assert result.why_not == "Can't replace with a node of another NodePool (web)"
+    multi = [movable(f"c{i}", (pod(f"p{i}"),), 8.0) for i in range(2)]
+    view = replace(cluster(node("c0", "7"), node("c1", "7")), pools=pools)
+    assert multi_node(multi, view, {"a": None, "web": None}, spot_to_spot=False).command is None
+
+
+def test_a_replacement_in_the_candidates_own_pool_still_goes_ahead():
+    pools = (PoolTemplate("a", _types("m1")), PoolTemplate("web", _types("m8"), weight=-1))
+    view = replace(cluster(node("c1", "7")), pools=pools)
+    result = single_node([movable("c1", (pod("p1"),), 8.0)], view, {"a": None, "web": None}, spot_to_spot=False)
+    assert result.command is not None and result.command.decision is Decision.REPLACE
+    assert result.planned is not None and result.planned.nodepool == "a"
+
+
+def _types(*names: str) -> Requirements:
+    return Requirements.of([Requirement(key="node.kubernetes.io/instance-type", operator="In", values=list(names))])

@@ -3,6 +3,7 @@ order drifted claims go in."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from shared.disruption.drift import (
     drift_order,
     drift_reason,
 )
+from shared.scheduling.packing import PoolTemplate
 from shared.scheduling.requirements import Requirements
 from tests.unit.disruption.fixtures import cluster, movable, node, pod
 
@@ -110,3 +112,15 @@ def test_an_empty_drifted_node_is_deleted_and_one_whose_pods_fit_nowhere_is_pass
 def test_a_drifted_budget_of_zero_moves_nothing():
     view = cluster(node("c1", "0"))
     assert drift_command([movable("c1", (), price=1.0)], view, {"a": 0}).command is None
+
+
+def test_a_drifted_node_whose_replacement_would_be_another_pools_is_passed_over():
+    # the store counts a replacement against its decision's pool: one in another pool was
+    # refused at once, and drift (no validation delay) decided it again every pass
+    pools = (PoolTemplate("a", Requirements()), PoolTemplate("web", Requirements()))  # "web" is tried first
+    view = replace(cluster(node("moving", "0"), node("empty", "2")), pools=pools)
+    moving = movable("moving", (pod("p1", "4"),), price=8.0)  # fits on no node that stays
+    empty = movable("empty", (), price=8.0)
+    decision = drift_command([moving, empty], view, {"a": None, "web": None})
+    assert decision.command is not None and decision.command.candidates == ("empty",)
+    assert decision.blocked["moving"] == "Can't replace with a node of another NodePool (web)"
