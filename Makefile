@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.scheduling
 	$(BIN)/python -m benchmarks.scheduler_scale
 	$(BIN)/python -m benchmarks.termination
+	$(BIN)/python -m benchmarks.e2e
 	$(BIN)/python -m benchmarks.consolidation
 
 clean:

@@ -194,8 +194,8 @@ class SchedulerService:
                 continue
             waiting = self.projection.plannable()
             self.queue.set(len(waiting))
-            if waiting and now - last_pass >= self.longest:  # pods still waiting: look again
-                self.projection.changed = True
+            if waiting and first is None and now - last_pass >= self.longest:  # pods still waiting: look again
+                self.projection.changed = True  # (only to open a batch: marked on every tick, it never idles)
             if self.projection.changed and waiting:
                 self.projection.changed = False
                 first, last = first or now, now

@@ -211,3 +211,28 @@ async def test_a_pass_that_reaches_its_bound_launches_what_it_planned_and_the_re
     assert scheduler.shell.registry.get_sample_value("nodewright_scheduler_pass_timeouts_total") >= 1
     result = await audit_database(migrated_url)
     assert result.replay.violations == [] and result.counters_match
+
+
+async def test_a_burst_after_a_quiet_spell_is_planned_once_no_pod_came_for_the_idle_window(store, bus):
+    """A scheduler idle for longer than its longest batch used to mark the projection changed on
+    every tick while pods waited, so a burst never saw an idle window and always waited the
+    longest one (10 s by default) instead of 1 s after its last pod."""
+    idle, longest = timedelta(seconds=5), timedelta(minutes=2)
+    document = burst(30)
+    document["spec"]["timeline"][0]["at"] = "5m"  # after more than `longest` of nothing to do
+
+    async def created(_: SimService) -> bool:
+        return await _first_occurred(store, "NodeClaimCreated") is not None
+
+    async with World(document, bus, store) as world:
+        world.start_schedulers(idle=idle, longest=longest)
+        await world.until(created)
+    planned = await _first_occurred(store, "NodeClaimCreated")
+    async with store.driver_connection() as raw:
+        last_pod = await raw.fetchval("SELECT max(occurred_at) FROM events WHERE type = 'PodPending'")
+    assert idle <= planned - last_pod < longest / 2, (planned, last_pod)
+
+
+async def _first_occurred(store, kind: str):
+    async with store.driver_connection() as raw:
+        return await raw.fetchval("SELECT min(occurred_at) FROM events WHERE type = $1", kind)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
 from shared.api import labels
 from shared.api.cron import CronError, parse_cron
 from shared.api.duration import format_duration, parse_duration, parse_nillable
-from shared.api.quantity import Quantity, format_quantity, parse
+from shared.api.quantity import Quantity, format_quantity, parse, parse_quantity
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
@@ -164,3 +168,15 @@ def test_a_quantity_text_validates_to_one_shared_object_and_a_bad_one_fails_ever
     for _ in range(2):
         with pytest.raises(ValidationError, match="must match the regular expression"):
             adapter.validate_python({"cpu": "4x"})
+
+
+def test_the_services_parse_with_the_kubernetes_client_without_loading_the_client():
+    """The client's parser is its module alone: the `kubernetes` package's `__init__` would bring
+    the whole API client (about 10 MB of memory) into every service process."""
+    assert Path(parse_quantity.__code__.co_filename).parts[-3:] == ("kubernetes", "utils", "quantity.py")
+    services = ", ".join(
+        f"services.{s}.__main__" for s in ("sim", "relay", "watcher", "scheduler", "termination", "disruption")
+    )
+    code = f"import sys, {services}; print(sorted(m for m in sys.modules if m.partition('.')[0] == 'kubernetes'))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
