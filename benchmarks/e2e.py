@@ -1,6 +1,6 @@
 """End to end: a burst of pods through the whole system, every service its own process.
 
-The services start as `nodewright up` starts them (`services.cli.up._children`: the sim, the
+The services start as `nodewright up` starts them (`services.cli.children.started`: the sim, the
 relay, the watcher, the scheduler, termination, disruption), on the real-time clock (speed 1, so
 every figure is wall seconds). The scenario, written here: one NodePool shaped like upstream's
 perf suite's (instance sizes under 32 vCPU, consolidation off), and a workload of 1-vCPU pods
@@ -45,7 +45,7 @@ import asyncpg
 import yaml
 
 from benchmarks._db import bench_database
-from services.cli import up
+from services.cli import children as children_of
 from shared.api.duration import parse_duration
 from shared.clock import AcceleratedClock
 from shared.config import Settings, driver_params, settings
@@ -177,11 +177,11 @@ async def _until_bound(url: str, pods: int, deadline: float) -> dict[str, asyncp
         await conn.close()
 
 
-def _ready(children: list[up.Child], url: str, burst: float) -> None:
+def _ready(children: list[children_of.Child], url: str, burst: float) -> None:
     """Every service ready, the pool recorded, the scheduler leading, before the burst (wall
     time): the burst meets a system at rest."""
     for child in children:
-        up._wait_ready(child)
+        children_of.wait_ready(child)
 
     async def settled() -> bool:
         conn = await asyncpg.connect(**driver_params(url))
@@ -225,7 +225,7 @@ def run_once(
     )
     config.data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "NODEWRIGHT_DATABASE_URL": database_url, **clock.environment()}
-    with local_bus(config) as bus, up._children(config.data_dir, path, env, bus, None) as children:
+    with local_bus(config) as bus, children_of.started(config.data_dir, path, env, bus, None) as children:
         _ready(children, database_url, burst)
         ready = time.time() - origin
         memory = Memory({c.name: c.process.pid for c in children})
