@@ -19,9 +19,10 @@ from services.cli import describe as describe_cmd
 from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
 from services.cli.database import RunOption, with_database
-from shared.api.documents import DocumentError, load_nodepools
+from shared.api.documents import DocumentError
 from shared.policy.chain import read_anchor
 from shared.runtime import loop
+from shared.runtime.inputs import InputError, limits_now, read_json
 
 if TYPE_CHECKING:
     from shared.runtime.bus import LocalBus
@@ -55,7 +56,11 @@ def validate(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Validate NodePools as Karpenter's API server would: exit 0 valid, 1 invalid, 2 unreadable."""
-    reports = validate_cmd.check_files(files)
+    try:
+        reports = validate_cmd.check_files(files)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     if output == Output.JSON:
         typer.echo(validate_cmd.render_json(reports))
     else:
@@ -74,7 +79,7 @@ def describe(files: Annotated[list[Path], typer.Argument(help="NodePool YAML fil
 
     try:
         describe_cmd.describe_files(files, Console(width=140))
-    except (OSError, DocumentError) as exc:
+    except (InputError, DocumentError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
@@ -98,16 +103,16 @@ def budgets(
     try:
         if (at is None) == (start is None and end is None) or (start is None) != (end is None):
             raise budgets_cmd.UsageError("give either --at, or both --from and --to")
-        pools = budgets_cmd.select(load_nodepools(file.read_text(encoding="utf-8")), nodepool)
+        pools = budgets_cmd.select(describe_cmd.nodepools_in(file), nodepool)
         if at is not None:
             instant = budgets_cmd.parse_instant(at, "--at", now=datetime.now(UTC))
             reports = [budgets_cmd.point_report(p, instant, nodes, disrupting) for p in pools]
         else:
             t1 = budgets_cmd.parse_instant(start or "", "--from")
             t2 = budgets_cmd.parse_instant(end or "", "--to")
-            budgets_cmd.calendar_span(t1, t2)
+            budgets_cmd.calendar_span(t1, t2, limits_now().max_calendar_days)
             reports = [budgets_cmd.calendar_report(p, t1, t2, nodes) for p in pools]
-    except (OSError, DocumentError, budgets_cmd.UsageError) as exc:
+    except (InputError, DocumentError, budgets_cmd.UsageError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if output == Output.JSON:
@@ -171,7 +176,7 @@ def audit(
     anchored = None
     try:
         if anchor is not None:
-            anchored = read_anchor(json.loads(anchor.read_text(encoding="utf-8")))
+            anchored = read_anchor(read_json(anchor))
         if from_file is not None:
             result = eventlog.audit_file(from_file, explain, anchored)
     except (OSError, ValueError) as exc:
