@@ -1,4 +1,5 @@
-"""The `nodewright` command line."""
+"""The `nodewright` command line. Exit codes: `services.cli.failures` (0 ok, 1 invalid or a
+violation, 2 unusable input or usage, 3 internal error)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from services.cli import describe as describe_cmd
 from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
 from services.cli.database import RunOption, with_database
+from services.cli.failures import CLI
 from shared.api.documents import DocumentError
 from shared.policy.chain import read_anchor
 from shared.runtime import loop
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-app = typer.Typer(
+app = CLI(
     name="nodewright",
     help="A Karpenter-compatible node lifecycle controller with strict limits and budgets.",
     no_args_is_help=True,
@@ -287,8 +289,8 @@ def delete_nodeclaim(
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="the longest --wait waits, seconds")] = 600.0,
 ) -> None:
     """Ask for NodeClaims to go: each is drained gracefully (PDBs, do-not-disrupt, its pool's
-    terminationGracePeriod) and its instance deleted. Exit 1 when one is not found (nothing is
-    then asked), or when --wait runs out."""
+    terminationGracePeriod) and its instance deleted. Exit 2 when one is not found (nothing is
+    then asked), 1 when --wait runs out."""
     from shared.config import settings
     from shared.runtime.clockfile import shared_clock
 
@@ -297,7 +299,7 @@ def delete_nodeclaim(
         deleted = with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now()))
     except eventlog.NotFoundError as exc:
         typer.echo(f"Error from server (NotFound): {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     for name in deleted:
         typer.echo(f'nodeclaim.karpenter.sh "{name}" deleted')
     if wait:
@@ -309,8 +311,9 @@ def delete_nodeclaim(
 
 
 @contextlib.contextmanager
-def _system_errors(child_exit: int) -> Iterator[None]:
-    """A bad scenario exits 2; a service process that died exits `child_exit`; both say why."""
+def _system_errors() -> Iterator[None]:
+    """A bad scenario exits 2; a service process that died exits 3 (an internal error: its
+    own log says why); both say why."""
     from services.cli.up import ChildExited
     from shared.api.scenario import ScenarioError
     from shared.runtime.runs import RunError
@@ -322,7 +325,7 @@ def _system_errors(child_exit: int) -> Iterator[None]:
         raise typer.Exit(2) from None
     except ChildExited as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(child_exit) from None
+        raise typer.Exit(3) from None
 
 
 @app.command("up")
@@ -346,7 +349,7 @@ def up_command(
     from shared.config import settings
 
     try:
-        with _system_errors(child_exit=1):
+        with _system_errors():
             up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
     except KeyboardInterrupt:
         pass
@@ -370,7 +373,7 @@ def run_command(
     from services.cli import run
     from shared.config import settings
 
-    with _system_errors(child_exit=2):
+    with _system_errors():
         summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
     raise typer.Exit(0 if summary["audit_ok"] else 1)

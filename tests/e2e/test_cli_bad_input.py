@@ -19,7 +19,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from services.cli import failures
+from services.cli import validate as validate_cmd
+from services.cli.main import app, main
 from tests.conftest import EXAMPLES, ROOT, nodepool_doc
 from tests.factories import scenario_doc
 
@@ -219,3 +221,27 @@ def test_as_a_user_runs_it(files: Path):
         done = list(pool.map(run, chosen))
     for case, process in zip(chosen, done, strict=True):
         _check(case, process.returncode, process.stdout, process.stderr, files)
+
+
+def test_a_crash_exits_3_with_one_line_and_a_log(tmp_path, monkeypatch, capsys):
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("the validator broke\nand said more")
+
+    monkeypatch.setattr(validate_cmd, "check_files", broken)
+    monkeypatch.setattr(sys, "argv", ["nodewright", "validate", EXTENSIONS])
+    monkeypatch.setenv("NODEWRIGHT_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == failures.EXIT_INTERNAL == 3
+    log = (tmp_path / "data" / "logs" / "cli-errors.log").resolve()
+    err = capsys.readouterr().err
+    assert err == f"error: internal error: RuntimeError: the validator broke (details in {log})\n"
+    assert "Traceback (most recent call last)" in log.read_text() and "nodewright validate" in log.read_text()
+
+    (tmp_path / "file").write_text("")  # a data directory that cannot be made: a temporary file instead
+    monkeypatch.setenv("NODEWRIGHT_DATA_DIR", str(tmp_path / "file"))
+    with pytest.raises(SystemExit):
+        main()
+    fallback = Path(capsys.readouterr().err.split("(details in ")[1].rstrip(")\n"))
+    assert fallback.name.startswith("nodewright-cli-error-") and "RuntimeError" in fallback.read_text()
+    fallback.unlink()
