@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import ByteSize, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
@@ -86,7 +86,26 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class Settings(BaseSettings):
+class InputLimits(BaseSettings):
+    """How much the CLI accepts from a file a user hands it. A class of its own so commands that
+    only read files (`validate`, `budgets`) never fail on an unrelated bad setting such as the
+    database URL. The limits keep bad input an error instead of minutes of work, gigabytes of
+    memory or a RecursionError."""
+
+    model_config = SettingsConfigDict(env_prefix="NODEWRIGHT_", extra="ignore")
+
+    max_input_bytes: ByteSize = Field(default=ByteSize(16 * 1024 * 1024), gt=0)
+    """The largest file the CLI reads (`16MiB`, `500kB` or bytes); for an exported JSONL log,
+    the longest line (a log may rightly be far larger)."""
+    max_nesting: int = Field(default=64, ge=2, le=200)
+    """The deepest nesting of mappings and lists in a YAML or JSON document (a NodePool needs
+    about ten; past 200 the parsers and pydantic themselves run out of stack)."""
+    max_calendar_days: int = Field(default=5 * 365 + 2, ge=1, le=100 * 366)
+    """The longest span `nodewright budgets --from --to` lists, in days (default: any five years,
+    two leap days included)."""
+
+
+class Settings(InputLimits):
     """Everything a nodewright process reads from its environment."""
 
     model_config = SettingsConfigDict(env_prefix="NODEWRIGHT_", extra="ignore", hide_input_in_errors=True)
@@ -181,6 +200,19 @@ class Settings(BaseSettings):
         if value is None or not value.strip():
             return None
         return value.strip()
+
+
+def input_limits() -> InputLimits:
+    """The input limits from the environment now; a bad value is a ValueError naming its
+    variable (`NODEWRIGHT_MAX_INPUT_BYTES: ...`)."""
+    from pydantic import ValidationError
+
+    try:
+        return InputLimits()
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        name = "NODEWRIGHT_" + str(first["loc"][0]).upper() if first["loc"] else "a NODEWRIGHT_ setting"
+        raise ValueError(f"{name}: {first['msg']}") from None
 
 
 def settings() -> Settings:

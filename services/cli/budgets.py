@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from rich.console import Console
 from rich.table import Table
 
+from shared.api.instants import iso, out_of_range
 from shared.api.nodepool import NodePool
 from shared.policy.budgets import BudgetStatus, DisruptionBudgets
 from shared.policy.calendar import BudgetCalendar, budget_calendar
@@ -20,11 +21,7 @@ class UsageError(ValueError):
     """Bad arguments; the command exits 2."""
 
 
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9000, 1, 1, tzinfo=UTC)
-"""Instants budgets are computed at: a schedule looks back from an instant for its last hit, and
-near year 1 (or 9999) that walks off the calendar."""
-LONGEST_CALENDAR = timedelta(days=366)
+CALENDAR_SETTING = "NODEWRIGHT_MAX_CALENDAR_DAYS"
 
 
 def parse_instant(text: str, option: str, now: datetime | None = None) -> datetime:
@@ -37,22 +34,20 @@ def parse_instant(text: str, option: str, now: datetime | None = None) -> dateti
         raise UsageError(f"{option}: {text!r} is not an RFC 3339 time such as 2026-11-23T09:00:00Z") from None
     if value.tzinfo is None:
         raise UsageError(f"{option}: {text!r} has no UTC offset; add Z or +hh:mm")
-    if not EARLIEST <= value < LATEST:
-        span = f"from {iso(EARLIEST)} to before {iso(LATEST)}"
-        raise UsageError(f"{option}: {text!r} is out of range: give an instant {span}")
+    if (problem := out_of_range(value)) is not None:
+        raise UsageError(f"{option}: {text!r} is {problem}")
     return value
 
 
-def calendar_span(start: datetime, end: datetime) -> None:
+def calendar_span(start: datetime, end: datetime, max_days: int) -> None:
     """A calendar lists every budget change: over centuries it would never end."""
     if end <= start:
         raise UsageError("--to must be after --from")
-    if end - start > LONGEST_CALENDAR:
-        raise UsageError(f"--from/--to: a calendar spans at most {LONGEST_CALENDAR.days} days")
-
-
-def iso(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if end - start > timedelta(days=max_days):
+        raise UsageError(
+            f"--from/--to: {(end - start).days} days: a calendar spans at most {max_days} days "
+            f"(set {CALENDAR_SETTING} for longer ones)"
+        )
 
 
 def select(pools: list[NodePool], name: str | None) -> list[NodePool]:
@@ -138,16 +133,26 @@ def print_point(console: Console, report: dict[str, Any]) -> None:
 
 
 def print_calendar(console: Console, report: dict[str, Any]) -> None:
+    """Plain aligned columns, not a rich Table: a five-year calendar has thousands of windows,
+    which rich takes seconds to lay out; this takes milliseconds."""
     local = report["timeZone"]
-    table = Table(
-        title=f"NodePool {report['nodepool']}: budget calendar {report['from']} .. {report['to']} "
+    console.print(
+        f"NodePool {report['nodepool']}: budget calendar {report['from']} .. {report['to']} "
         f"(nodes {report['nodes']}, local zone {local})",
-        title_justify="left",
+        markup=False,
+        highlight=False,
     )
-    for column in ("reason", "start (UTC)", "end (UTC)", f"start ({local})", f"end ({local})", "allowed"):
-        table.add_column(column)
-    for w in report["windows"]:
-        table.add_row(w["reason"], w["start"], w["end"], w["startLocal"][:16], w["endLocal"][:16], _shown(w["allowed"]))
-    console.print(table)
+    header = ("reason", "start (UTC)", "end (UTC)", f"start ({local})", f"end ({local})", "allowed")
+    rows = [
+        (w["reason"], w["start"], w["end"], w["startLocal"][:16], w["endLocal"][:16], _shown(w["allowed"]))
+        for w in report["windows"]
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    rule = tuple("-" * width for width in widths)
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, rule, *rows]
+    ]
+    console.out("\n".join(lines), highlight=False)
     for error in report["errors"]:
         console.print(f"  [red]error[/red]: {error}")

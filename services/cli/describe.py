@@ -7,8 +7,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from shared.api.documents import load_nodepools
+from shared.api.documents import DocumentError, load_nodepools
 from shared.api.nodepool import NodePool
+from shared.runtime.inputs import limits_now, read_text
 
 
 def nodepool_table(nodepool: NodePool) -> Table:
@@ -35,7 +36,17 @@ def nodepool_table(nodepool: NodePool) -> Table:
     return table
 
 
+def nodepools_in(path: Path) -> list[NodePool]:
+    """The valid NodePools of a file a user gave (`describe`, `budgets`): InputError or
+    DocumentError, naming the file, for anything else."""
+    limits = limits_now()
+    try:
+        return load_nodepools(read_text(path, limits), limits.max_nesting)
+    except DocumentError as exc:
+        raise DocumentError(f"{path}: {exc}") from None
+
+
 def describe_files(paths: list[Path], console: Console) -> None:
     for path in paths:
-        for nodepool in load_nodepools(path.read_text(encoding="utf-8")):
+        for nodepool in nodepools_in(path):
             console.print(nodepool_table(nodepool))

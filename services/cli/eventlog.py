@@ -23,6 +23,7 @@ from shared.events.registry import REGISTRY
 from shared.policy.audit import LogEntry, Replay
 from shared.policy.chain import FileChain, Problem, anchor, compare_anchor, heads_digest
 from shared.policy.counters import COUNTED_EVENTS, PoolCounters
+from shared.runtime.inputs import json_lines
 from shared.store import integrity
 from shared.store.eventstore import EventStore
 from shared.store.migrate import current_revision, head_revision, upgrade
@@ -70,19 +71,17 @@ def read_jsonl(path: Path) -> Iterator[LogEntry]:
 
 
 def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """The exported lines, each checked to be an event (a bad line is an error naming its number)."""
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                RecordedEvent.from_json_dict(row)
-                if not isinstance(row.get("data"), dict):
-                    raise ValueError("`data` is not an object")
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise ValueError(f"{path}:{number}: not an exported event: {exc}") from None
-            yield row
+    """The exported lines, each checked to be an event (a bad line is an error naming its
+    number). Read through `shared.runtime.inputs`: each line within the size and nesting
+    limits, the file of any size."""
+    for number, row in json_lines(path):
+        try:
+            RecordedEvent.from_json_dict(row)
+            if not isinstance(row.get("data"), dict):
+                raise ValueError("`data` is not an object")
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(f"{path}:{number}: not an exported event: {exc}") from None
+        yield row
 
 
 # --- audit and replay -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The `nodewright` command line."""
+"""The `nodewright` command line. Exit codes: `services.cli.failures` (0 ok, 1 invalid or a
+violation, 2 unusable input or usage, 3 internal error)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from services.cli import describe as describe_cmd
 from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
 from services.cli.database import RunOption, with_database
+from services.cli.failures import CLI
 from services.cli.service import service_app
-from shared.api.documents import DocumentError, load_nodepools
+from shared.api.documents import DocumentError
 from shared.policy.chain import read_anchor
 from shared.redaction import redact
 from shared.runtime import logs, loop
+from shared.runtime.inputs import InputError, limits_now, read_json
 from shared.runtime.logs import LogFormatOption
 
 if TYPE_CHECKING:
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-app = typer.Typer(
+app = CLI(
     name="nodewright",
     help="A Karpenter-compatible node lifecycle controller with strict limits and budgets.",
     no_args_is_help=True,
@@ -58,7 +61,11 @@ def validate(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Validate NodePools as Karpenter's API server would: exit 0 valid, 1 invalid, 2 unreadable."""
-    reports = validate_cmd.check_files(files)
+    try:
+        reports = validate_cmd.check_files(files)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     if output == Output.JSON:
         typer.echo(validate_cmd.render_json(reports))
     else:
@@ -77,7 +84,7 @@ def describe(files: Annotated[list[Path], typer.Argument(help="NodePool YAML fil
 
     try:
         describe_cmd.describe_files(files, Console(width=140))
-    except (OSError, DocumentError) as exc:
+    except (InputError, DocumentError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
@@ -101,16 +108,16 @@ def budgets(
     try:
         if (at is None) == (start is None and end is None) or (start is None) != (end is None):
             raise budgets_cmd.UsageError("give either --at, or both --from and --to")
-        pools = budgets_cmd.select(load_nodepools(file.read_text(encoding="utf-8")), nodepool)
+        pools = budgets_cmd.select(describe_cmd.nodepools_in(file), nodepool)
         if at is not None:
             instant = budgets_cmd.parse_instant(at, "--at", now=datetime.now(UTC))
             reports = [budgets_cmd.point_report(p, instant, nodes, disrupting) for p in pools]
         else:
             t1 = budgets_cmd.parse_instant(start or "", "--from")
             t2 = budgets_cmd.parse_instant(end or "", "--to")
-            budgets_cmd.calendar_span(t1, t2)
+            budgets_cmd.calendar_span(t1, t2, limits_now().max_calendar_days)
             reports = [budgets_cmd.calendar_report(p, t1, t2, nodes) for p in pools]
-    except (OSError, DocumentError, budgets_cmd.UsageError) as exc:
+    except (InputError, DocumentError, budgets_cmd.UsageError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if output == Output.JSON:
@@ -174,7 +181,7 @@ def audit(
     anchored = None
     try:
         if anchor is not None:
-            anchored = read_anchor(json.loads(anchor.read_text(encoding="utf-8")))
+            anchored = read_anchor(read_json(anchor))
         if from_file is not None:
             result = eventlog.audit_file(from_file, explain, anchored)
     except (OSError, ValueError) as exc:
@@ -285,8 +292,8 @@ def delete_nodeclaim(
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="the longest --wait waits, seconds")] = 600.0,
 ) -> None:
     """Ask for NodeClaims to go: each is drained gracefully (PDBs, do-not-disrupt, its pool's
-    terminationGracePeriod) and its instance deleted. Exit 1 when one is not found (nothing is
-    then asked), or when --wait runs out."""
+    terminationGracePeriod) and its instance deleted. Exit 2 when one is not found (nothing is
+    then asked), 1 when --wait runs out."""
     from shared.config import settings
     from shared.runtime.clockfile import shared_clock
 
@@ -295,7 +302,7 @@ def delete_nodeclaim(
         deleted = with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now()))
     except eventlog.NotFoundError as exc:
         typer.echo(f"Error from server (NotFound): {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     for name in deleted:
         typer.echo(f'nodeclaim.karpenter.sh "{name}" deleted')
     if wait:
@@ -307,8 +314,9 @@ def delete_nodeclaim(
 
 
 @contextlib.contextmanager
-def _system_errors(child_exit: int) -> Iterator[None]:
-    """A bad scenario exits 2; a service process that died exits `child_exit`; both say why."""
+def _system_errors() -> Iterator[None]:
+    """A bad scenario exits 2; a service process that died exits 3 (an internal error: its
+    own log says why); both say why."""
     from services.cli.children import ChildExited
     from shared.api.scenario import ScenarioError
     from shared.runtime.runs import RunError
@@ -320,7 +328,7 @@ def _system_errors(child_exit: int) -> Iterator[None]:
         raise typer.Exit(2) from None
     except ChildExited as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
-        raise typer.Exit(child_exit) from None
+        raise typer.Exit(3) from None
 
 
 @app.command("up")
@@ -346,7 +354,7 @@ def up_command(
 
     logs.for_command(log_format)
     try:
-        with _system_errors(child_exit=1):
+        with _system_errors():
             up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
     except KeyboardInterrupt:
         pass
@@ -372,7 +380,7 @@ def run_command(
     from shared.config import settings
 
     logs.for_command(log_format)
-    with _system_errors(child_exit=2):
+    with _system_errors():
         summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
     raise typer.Exit(0 if summary["audit_ok"] else 1)

@@ -6,8 +6,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.api.documents import DocumentError, validate_text
+from shared.api.documents import NO_DOCUMENT, DocumentError, validate_text
 from shared.api.validation import NodePoolValidation
+from shared.config import InputLimits
+from shared.runtime.inputs import InputError, limits_now, read_text
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
@@ -19,16 +21,19 @@ class FileReport:
     error: str | None = None
 
 
-def check_files(paths: list[Path]) -> list[FileReport]:
+def check_files(paths: list[Path], limits: InputLimits | None = None) -> list[FileReport]:
+    """A report per file; never raises for what a file holds (InputError only for a bad
+    NODEWRIGHT_MAX_* setting)."""
+    limits = limits_now(limits)
     reports = []
     for path in paths:
         report = FileReport(str(path))
         try:
-            report.results = validate_text(path.read_text(encoding="utf-8"))
+            report.results = validate_text(read_text(path, limits), limits.max_nesting)
             if not report.results:
-                report.error = "holds no NodePool document: an empty file validates nothing"
-        except (OSError, UnicodeDecodeError) as exc:
-            report.error = f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}"
+                report.error = NO_DOCUMENT
+        except InputError as exc:
+            report.error = exc.reason
         except DocumentError as exc:
             report.error = str(exc)
         reports.append(report)

@@ -1,7 +1,8 @@
 """Multi-document YAML holding NodePools, as users keep them in git or get them from kubectl.
 
 Pure: text in, documents out. `kind: List` / `NodePoolList` (what `kubectl get nodepools -o yaml`
-prints) is unwrapped into its items.
+prints) is unwrapped into its items. The YAML is read within `shared.api.loading`'s limits
+(nesting, alias expansion), so no text makes the parser crash.
 """
 
 from __future__ import annotations
@@ -9,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from shared.api.loading import MAX_NESTING, LoadError, yaml_documents
 from shared.api.nodepool import NodePool
 from shared.api.validation import NodePoolValidation, validate_nodepool
 
@@ -21,23 +21,26 @@ class DocumentError(ValueError):
     """The text is not YAML, or holds something other than NodePools."""
 
 
+NO_DOCUMENT = "holds no NodePool document: an empty file validates nothing"
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
     index: int
     body: Any
 
 
-def _safe_load_all(text: str) -> list[Any]:
+def _safe_load_all(text: str, max_nesting: int) -> list[Any]:
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise DocumentError(f"not valid YAML: {exc}") from None
+        return yaml_documents(text, max_nesting)
+    except LoadError as exc:
+        raise DocumentError(str(exc)) from None
 
 
-def nodepool_documents(text: str) -> list[Document]:
+def nodepool_documents(text: str, max_nesting: int = MAX_NESTING) -> list[Document]:
     """Every NodePool document in the text; raises DocumentError for any other kind."""
     out: list[Document] = []
-    for index, doc in enumerate(_safe_load_all(text)):
+    for index, doc in enumerate(_safe_load_all(text, max_nesting)):
         if not isinstance(doc, dict):
             raise DocumentError(f"document {index + 1} is not a mapping (got {type(doc).__name__})")
         kind = doc.get("kind")
@@ -61,13 +64,16 @@ def _require_nodepool(doc: Any, index: int) -> None:
         raise DocumentError(f"document {index + 1} has {shown}; only NodePool documents are accepted")
 
 
-def validate_text(text: str) -> list[NodePoolValidation]:
-    return [validate_nodepool(d.body) for d in nodepool_documents(text)]
+def validate_text(text: str, max_nesting: int = MAX_NESTING) -> list[NodePoolValidation]:
+    return [validate_nodepool(d.body) for d in nodepool_documents(text, max_nesting)]
 
 
-def load_nodepools(text: str) -> list[NodePool]:
-    """Valid NodePools from the text; raises DocumentError naming every invalid one."""
-    results = validate_text(text)
+def load_nodepools(text: str, max_nesting: int = MAX_NESTING) -> list[NodePool]:
+    """Valid NodePools from the text; raises DocumentError naming every invalid one, and for
+    a text with no NodePool at all (an empty file configures nothing: that is a mistake)."""
+    results = validate_text(text, max_nesting)
+    if not results:
+        raise DocumentError(NO_DOCUMENT)
     bad = [r for r in results if not r.valid]
     if bad:
         lines = [f"NodePool {r.name} is invalid:" + "".join(f"\n  {e}" for e in r.errors) for r in bad]

@@ -5,22 +5,37 @@ one before any process starts.
 Validated like NodePools: every error names its field path (`spec.workloads[2].pdb`) and the
 rule; NodePools inside a scenario (`spec.nodePools`, `spec.nodePoolFiles`, `applyNodePool`) get
 the full NodePool validation. Offsets (`at`, `from`, `to`) are Go durations from `spec.start`.
+
+Sizes are bounded so an absurd scenario is refused before any process starts, never played as
+an empty run that reports a clean audit: a duration is positive and at most 366 days, offsets
+and latencies are not negative, a workload has at most 100,000 replicas and the workloads at
+most 1,000,000 pods together (the sim keeps every pod in memory), lists at most 10,000 items.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PlainValidator, StrictInt, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    PlainValidator,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from shared.api.base import APIModel
 from shared.api.core import Toleration
 from shared.api.documents import DocumentError, nodepool_documents
-from shared.api.duration import parse_duration
+from shared.api.duration import format_duration, parse_duration
+from shared.api.instants import out_of_range
+from shared.api.loading import MAX_NESTING, LoadError, check_nesting
 from shared.api.nodepool import NodePool
 from shared.api.pod import Affinity, TopologySpreadConstraint
 from shared.api.quantity import Quantity
@@ -33,12 +48,50 @@ DEFAULT_INSTANCE_TYPES = 400
 DEFAULT_ZONES = ("zone-a", "zone-b", "zone-c")
 DEPLOYMENT, STATEFULSET = "Deployment", "StatefulSet"
 SPOT = "spot"
+MAX_SPAN = timedelta(days=366)
+MAX_LATENCY = timedelta(hours=24)
+MAX_REPLICAS = 100_000
+MAX_PODS = 1_000_000
+MAX_ITEMS = 10_000
+"""The most entries of any list of a scenario (workloads, timeline, pools, faults)."""
+MAX_ZONES = 64
 
 
-def _duration(value: Any) -> Any:
-    if isinstance(value, str):
-        parse_duration(value)  # raises ValueError, which pydantic reports at the field's path
-    return value
+def _go_duration(*, positive: bool, most: timedelta, what: str = "") -> Callable[[Any], Any]:
+    """A field validator for a Go duration between 0 (excluded when `positive`) and `most`;
+    pydantic reports its ValueError at the field's path."""
+    least = "positive" if positive else "at least 0s"
+    rule = f"must be {least} and at most {format_duration(most)}{what}"
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str):
+            span = parse_duration(value)  # a ValueError of its own for what is not a duration
+            if span < timedelta(0) or (positive and not span) or span > most:
+                raise ValueError(f"Invalid value: {value!r}: {rule}")
+        return value
+
+    return check
+
+
+_duration = _go_duration(positive=True, most=MAX_SPAN, what=" (366 days)")
+_offset = _go_duration(positive=False, most=MAX_SPAN, what=" (366 days) after spec.start")
+_latency = _go_duration(positive=False, most=MAX_LATENCY)
+
+
+def _at_most(limit: int, why: str) -> AfterValidator:
+    def check(value: int) -> int:
+        if value > limit:
+            raise ValueError(f"Invalid value: {value}: must be at most {limit:,} ({why})")
+        return value
+
+    return AfterValidator(check)
+
+
+Replicas = Annotated[
+    StrictInt,
+    Field(ge=0),
+    _at_most(MAX_REPLICAS, f"per workload, and {MAX_PODS:,} pods in all: the sim keeps every pod in memory"),
+]
 
 
 def _int_or_percent(value: Any) -> int | str:
@@ -61,28 +114,28 @@ class CapacityShortage(APIModel):
     from_: Offset = Field(alias="from")
     to: Offset
 
-    _check = field_validator("from_", "to")(_duration)
+    _check = field_validator("from_", "to")(_offset)
 
 
 class Interruption(APIModel):
     at: Offset
     capacity_type: Literal["on-demand", "spot"] = SPOT
-    count: Annotated[StrictInt, Field(ge=1)] = 1
+    count: Annotated[StrictInt, Field(ge=1, le=10_000)] = 1
 
-    _check = field_validator("at")(_duration)
+    _check = field_validator("at")(_offset)
 
 
 class CloudSpec(APIModel):
     instance_types: Annotated[StrictInt, Field(ge=1, le=5000)] = DEFAULT_INSTANCE_TYPES
-    zones: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = Field(
+    zones: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_ZONES)] = Field(
         default_factory=lambda: list(DEFAULT_ZONES)
     )
     launch_latency: str = "30s"
     registration_latency: str = "20s"
-    insufficient_capacity: list[CapacityShortage] = Field(default_factory=list)
-    interruptions: list[Interruption] = Field(default_factory=list)
+    insufficient_capacity: list[CapacityShortage] = Field(default_factory=list, max_length=MAX_ITEMS)
+    interruptions: list[Interruption] = Field(default_factory=list, max_length=MAX_ITEMS)
 
-    _check = field_validator("launch_latency", "registration_latency")(_duration)
+    _check = field_validator("launch_latency", "registration_latency")(_latency)
 
 
 class DaemonSetSpec(APIModel):
@@ -105,7 +158,7 @@ class PDBSpec(APIModel):
 class WorkloadSpec(APIModel):
     name: Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
     kind: Literal["Deployment", "StatefulSet"] = DEPLOYMENT
-    replicas: Annotated[StrictInt, Field(ge=0)] = 1
+    replicas: Replicas = 1
     requests: dict[str, Quantity] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -114,8 +167,8 @@ class WorkloadSpec(APIModel):
     tolerations: list[Toleration] = Field(default_factory=list)
     annotations: dict[str, str] = Field(default_factory=dict)
     priority_class_name: str | None = None
-    priority: StrictInt = 0
-    termination_grace_period_seconds: Annotated[StrictInt, Field(ge=0)] = 30
+    priority: Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)] = 0  # a pod's priority is an int32
+    termination_grace_period_seconds: Annotated[StrictInt, Field(ge=0, le=int(MAX_SPAN.total_seconds()))] = 30
     pdb: PDBSpec | None = None
 
     def pod_labels(self) -> dict[str, str]:
@@ -124,7 +177,7 @@ class WorkloadSpec(APIModel):
 
 class Scale(APIModel):
     workload: str
-    replicas: Annotated[StrictInt, Field(ge=0)]
+    replicas: Replicas
 
 
 class DeleteNodeClaims(APIModel):
@@ -155,7 +208,7 @@ class TimelineEntry(APIModel):
     delete_node_claims: DeleteNodeClaims | None = None
     nodes_not_ready: NodesNotReady | None = None
 
-    _check = field_validator("at")(_duration)
+    _check = field_validator("at")(_offset)
 
     @model_validator(mode="after")
     def _one_action(self) -> TimelineEntry:
@@ -180,11 +233,11 @@ class ScenarioSpec(APIModel):
     duration: Offset = "1h"
     seed: StrictInt = 0
     cloud: CloudSpec = Field(default_factory=CloudSpec)
-    node_pools: list[dict[str, Any]] = Field(default_factory=list)
-    node_pool_files: list[str] = Field(default_factory=list)
-    daemon_sets: list[DaemonSetSpec] = Field(default_factory=list)
-    workloads: list[WorkloadSpec] = Field(default_factory=list)
-    timeline: list[TimelineEntry] = Field(default_factory=list)
+    node_pools: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
+    node_pool_files: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
+    daemon_sets: list[DaemonSetSpec] = Field(default_factory=list, max_length=MAX_ITEMS)
+    workloads: list[WorkloadSpec] = Field(default_factory=list, max_length=MAX_ITEMS)
+    timeline: list[TimelineEntry] = Field(default_factory=list, max_length=MAX_ITEMS)
 
     _check = field_validator("duration")(_duration)
 
@@ -200,6 +253,8 @@ class ScenarioSpec(APIModel):
     def _aware(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             raise ValueError("Invalid value: an RFC 3339 instant needs a time zone offset (Z or +hh:mm)")
+        if (problem := out_of_range(value)) is not None:
+            raise ValueError(f"Invalid value: {value.isoformat()}: {problem}")
         return value
 
 
@@ -252,15 +307,20 @@ class ScenarioError(ValueError):
         self.errors = errors
 
 
-def parse_scenario(document: Any, files: Mapping[str, str] | None = None, source: str = "<document>") -> Scenario:
-    scenario, errors = validate_scenario(document, files)
+def parse_scenario(
+    document: Any,
+    files: Mapping[str, str] | None = None,
+    source: str = "<document>",
+    max_nesting: int = MAX_NESTING,
+) -> Scenario:
+    scenario, errors = validate_scenario(document, files, max_nesting)
     if scenario is None:
         raise ScenarioError(source, errors)
     return scenario
 
 
 def validate_scenario(
-    document: Any, files: Mapping[str, str] | None = None
+    document: Any, files: Mapping[str, str] | None = None, max_nesting: int = MAX_NESTING
 ) -> tuple[Scenario | None, list[FieldError]]:
     """Never raises for bad input: the scenario, or None and every error found. `files` holds the
     text of each `spec.nodePoolFiles` entry by its name (read by the caller, which knows where
@@ -268,6 +328,10 @@ def validate_scenario(
     files = files or {}
     if not isinstance(document, dict):
         return None, [FieldError("", f"a Scenario must be a mapping, not {type(document).__name__}")]
+    try:
+        check_nesting(document, max_nesting)
+    except LoadError as exc:
+        return None, [FieldError("", str(exc))]
     try:
         parsed = ScenarioDocument.model_validate(document)
     except ValidationError as exc:
@@ -282,7 +346,7 @@ def validate_scenario(
             errors.append(FieldError(f"spec.nodePoolFiles[{i}]", f"{name}: not found"))
             continue
         try:
-            docs = nodepool_documents(files[name])
+            docs = nodepool_documents(files[name], max_nesting)
         except DocumentError as exc:
             errors.append(FieldError(f"spec.nodePoolFiles[{i}]", f"{name}: {exc}"))
             continue
@@ -301,6 +365,18 @@ def validate_scenario(
         for key in w.requests:
             if w.requests[key].value < 0:
                 errors.append(FieldError(f"spec.workloads[{i}].requests[{key}]", "Invalid value: must not be negative"))
+    largest = {w.name: w.replicas for w in spec.workloads}
+    for entry in spec.timeline:
+        if entry.scale is not None and entry.scale.workload in largest:
+            largest[entry.scale.workload] = max(largest[entry.scale.workload], entry.scale.replicas)
+    if (pods := sum(largest.values())) > MAX_PODS:
+        errors.append(
+            FieldError(
+                "spec.workloads",
+                f"Too many: {pods:,} pods with each workload at its largest: at most {MAX_PODS:,} "
+                "(the sim keeps every pod in memory)",
+            )
+        )
     if len({d.name for d in spec.daemon_sets}) != len(spec.daemon_sets):
         errors.append(FieldError("spec.daemonSets", "Duplicate value: DaemonSet names must be unique"))
     zones = set(spec.cloud.zones)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from typer.testing import CliRunner
+
+from services.cli.main import app
 from tests.conftest import EXAMPLES
 from tests.e2e.test_cli_validate import nodewright
 
@@ -96,3 +99,16 @@ def test_bad_arguments_exit_2():
         assert run.returncode == 2, (args, run.stdout, run.stderr)
         assert "error" in run.stderr.lower() or "usage" in run.stderr.lower()
         assert "Traceback" not in run.stderr + run.stdout
+
+
+def test_a_five_year_calendar_is_listed_and_a_longer_one_names_the_setting():
+    """Any five years (two leap days: 1827 days) is the default limit; five years of two pools
+    with weekday schedules is thousands of windows, printed in plain columns (rich's tables take
+    seconds to lay that out)."""
+    five = ("--from", "2027-03-01T00:00:00Z", "--to", "2032-03-01T00:00:00Z", "--nodes", "12")
+    listed = CliRunner().invoke(app, ["budgets", EXTENSIONS, *five])
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout.count("Underutilized") > 2000 and "budget calendar" in listed.stdout
+    longer = CliRunner().invoke(app, ["budgets", EXTENSIONS, *five], env={"NODEWRIGHT_MAX_CALENDAR_DAYS": "1826"})
+    assert longer.exit_code == 2
+    assert "1827 days: a calendar spans at most 1826 days (set NODEWRIGHT_MAX_CALENDAR_DAYS" in longer.stderr

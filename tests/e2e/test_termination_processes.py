@@ -101,7 +101,7 @@ def test_delete_nodeclaim_beside_a_running_up_drains_it_and_waits(
         missing = subprocess.run(
             [NODEWRIGHT, "delete", "nodeclaim", "no-such-claim"], env=env, capture_output=True, text=True, timeout=60
         )
-        assert missing.returncode == 1 and 'nodeclaims.karpenter.sh "no-such-claim" not found' in missing.stderr
+        assert missing.returncode == 2 and 'nodeclaims.karpenter.sh "no-such-claim" not found' in missing.stderr
         done = subprocess.run(
             [NODEWRIGHT, "delete", "nodeclaim", claim, "--wait", "--timeout", "60"],
             env=env,

@@ -1,0 +1,247 @@
+"""Bad input gets a clear error, never a traceback (issue 23, item 6): every kind of bad file or
+argument a new user tries, through every command that reads one, exits 2 with a message that
+names the field, rule or setting. One table, run in-process (fast, every row) and, for a row
+of each kind, as the real `nodewright` process a user starts (in parallel: each costs a second
+of imports). A crash exits 3 with one line and a log file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from services.cli import failures
+from services.cli import validate as validate_cmd
+from services.cli.main import app, main
+from tests.conftest import EXAMPLES, ROOT, nodepool_doc
+from tests.factories import scenario_doc
+
+EXTENSIONS = str(EXAMPLES / "extensions.yaml")  # 1,324 bytes
+NOW = ("--at", "2026-11-23T16:00:00Z", "--nodes", "3")
+
+
+def _flow(depth: int) -> str:
+    return "a: " + "[" * depth + "]" * depth + "\n"
+
+
+def _laughs() -> str:
+    text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        text += f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]\n"
+    return text
+
+
+def _scenario(**spec: object) -> str:
+    doc = scenario_doc(nodePools=[nodepool_doc(**{"metadata.name": "a"})], **spec)
+    return yaml.safe_dump(doc)
+
+
+def _event_line() -> str:
+    return (
+        '{"position": 1, "event_id": "00000000-0000-0000-0000-000000000001", "stream_id": "nodepool-a",'
+        ' "version": 1, "type": "NodePoolApplied", "data": {"nested": ' + "[" * 200 + "]" * 200 + "},"
+        ' "occurred_at": "2026-11-23T09:00:00+00:00", "recorded_at": "2026-11-23T09:00:00+00:00"}\n'
+    )
+
+
+FILES: dict[str, str | bytes] = {
+    "binary.yaml": bytes(range(256)) * 4,
+    "deep.yaml": _flow(1000),
+    "deep.json": '{"a": ' + "[" * 1000 + "]" * 1000 + "}",
+    "laughs.yaml": _laughs(),
+    "empty.yaml": "",
+    "docless.yaml": "# only comments\n---\n---\n",
+    "negative.yaml": _scenario(duration="-30m"),
+    "replicas.yaml": _scenario(workloads=[{"name": "web", "replicas": 10**9}]),
+    "types.yaml": _scenario(cloud={"instanceTypes": 10**9}),
+    "start.yaml": _scenario(start="0001-01-01T00:00:00Z"),
+    "deep-scenario.yaml": _scenario(workloads=[{"name": "web", "labels": {"x": "y"}}]).replace(
+        "x: y", "x: " + "[" * 100 + "]" * 100
+    ),
+    "deep-line.jsonl": _event_line(),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: tuple[str, ...]
+    says: tuple[str, ...]
+    """Fragments stderr must hold: the field, rule or setting."""
+    env: dict[str, str] = field(default_factory=dict)
+    process: bool = False
+    """Also run as the real `nodewright` process."""
+
+
+CASES = [
+    # a file past the size limit (a small limit, so the test is fast)
+    Case(
+        "validate-oversized",
+        ("validate", EXTENSIONS),
+        ("larger than the limit of 1.0KiB", "NODEWRIGHT_MAX_INPUT_BYTES"),
+        {"NODEWRIGHT_MAX_INPUT_BYTES": "1KiB"},
+        process=True,
+    ),
+    Case(
+        "budgets-oversized",
+        ("budgets", EXTENSIONS, *NOW),
+        ("larger than the limit", "NODEWRIGHT_MAX_INPUT_BYTES"),
+        {"NODEWRIGHT_MAX_INPUT_BYTES": "1000"},
+    ),
+    Case(
+        "run-oversized",
+        ("run", "{negative.yaml}"),
+        ("larger than the limit", "NODEWRIGHT_MAX_INPUT_BYTES"),
+        {"NODEWRIGHT_MAX_INPUT_BYTES": "100"},
+    ),
+    Case(
+        "bad-setting",
+        ("validate", EXTENSIONS),
+        ("a bad setting: NODEWRIGHT_MAX_INPUT_BYTES",),
+        {"NODEWRIGHT_MAX_INPUT_BYTES": "lots"},
+    ),
+    # binary files
+    Case("validate-binary", ("validate", "{binary.yaml}"), ("not UTF-8 text (a binary file?)",)),
+    Case("budgets-binary", ("budgets", "{binary.yaml}", *NOW), ("not UTF-8 text",), process=True),
+    Case("describe-binary", ("describe", "{binary.yaml}"), ("not UTF-8 text",)),
+    Case("report-binary", ("report", "{out}", "--from-file", "{binary.yaml}"), ("binary.yaml:1", "a binary file?")),
+    # 1,000-deep nesting
+    Case("validate-deep-yaml", ("validate", "{deep.yaml}"), ("nested deeper than 64", "NODEWRIGHT_MAX_NESTING")),
+    Case(
+        "validate-deep-json",
+        ("validate", "{deep.json}"),
+        ("nested deeper than 64", "NODEWRIGHT_MAX_NESTING"),
+    ),
+    Case("budgets-deep", ("budgets", "{deep.yaml}", *NOW), ("NODEWRIGHT_MAX_NESTING",)),
+    Case("describe-deep", ("describe", "{deep.json}"), ("NODEWRIGHT_MAX_NESTING",)),
+    Case("run-deep", ("run", "{deep.yaml}"), ("NODEWRIGHT_MAX_NESTING",)),
+    Case("up-deep", ("up", "--scenario", "{deep-scenario.yaml}", "--for", "1"), ("nested deeper than 64",)),
+    Case(
+        "audit-deep-line",
+        ("audit", "--from-file", "{deep-line.jsonl}"),
+        ("deep-line.jsonl:1", "NODEWRIGHT_MAX_NESTING"),
+        process=True,
+    ),
+    Case("audit-deep-anchor", ("audit", "--from-file", "{deep-line.jsonl}", "--anchor", "{deep.json}"), ("deep.json",)),
+    # a YAML bomb
+    Case("validate-laughs", ("validate", "{laughs.yaml}"), ("billion laughs",), process=True),
+    Case("run-laughs", ("run", "{laughs.yaml}"), ("billion laughs",)),
+    # empty and document-less
+    Case("validate-empty", ("validate", "{empty.yaml}"), ("holds no NodePool document",)),
+    Case("validate-docless", ("validate", "{docless.yaml}"), ("holds no NodePool document",)),
+    Case("budgets-empty", ("budgets", "{empty.yaml}", *NOW), ("holds no NodePool document",)),
+    Case("describe-docless", ("describe", "{docless.yaml}"), ("holds no NodePool document",)),
+    Case("run-docless", ("run", "{docless.yaml}"), ("holds no document",)),
+    # instants out of range, and a calendar too long
+    Case(
+        "budgets-year-1",
+        ("budgets", EXTENSIONS, "--at", "0001-01-01T00:00:00Z", "--nodes", "3"),
+        ("--at", "out of range"),
+    ),
+    Case(
+        "budgets-year-2-to-9999",
+        ("budgets", EXTENSIONS, "--from", "0002-01-01T00:00:00Z", "--to", "9999-01-01T00:00:00Z", "--nodes", "3"),
+        ("--from", "out of range"),
+        process=True,
+    ),
+    Case(
+        "budgets-six-years",
+        ("budgets", EXTENSIONS, "--from", "2026-01-01T00:00:00Z", "--to", "2032-01-01T00:00:00Z", "--nodes", "3"),
+        ("at most 1827 days", "NODEWRIGHT_MAX_CALENDAR_DAYS"),
+    ),
+    Case("run-start-year-1", ("run", "{start.yaml}"), ("spec.start", "out of range")),
+    # absurd scenarios: refused before anything starts
+    Case("run-negative-duration", ("run", "{negative.yaml}"), ("spec.duration", "must be positive")),
+    Case(
+        "run-billion-replicas",
+        ("run", "{replicas.yaml}"),
+        ("spec.workloads[0].replicas", "at most 100,000"),
+        process=True,
+    ),
+    Case("run-instance-types", ("run", "{types.yaml}"), ("spec.cloud.instanceTypes", "5000")),
+    Case("up-negative-duration", ("up", "--scenario", "{negative.yaml}", "--for", "1"), ("spec.duration",)),
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("bad-input")
+    for name, content in FILES.items():
+        path = where / name
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    return where
+
+
+def _args(case: Case, where: Path) -> list[str]:
+    """`{name}` is the file of that name."""
+    return [str(where / a[1:-1]) if a.startswith("{") else a for a in case.args]
+
+
+def _environment(case: Case, where: Path) -> dict[str, str]:
+    """The case's settings, and a data directory of its own: nothing here may start a server."""
+    return {"NODEWRIGHT_DATA_DIR": str(where / "data" / case.name), **case.env}
+
+
+def _check(case: Case, code: int, out: str, err: str, where: Path) -> None:
+    assert code == 2, (case.name, code, out, err)
+    assert "Traceback" not in out + err, (case.name, err)
+    for fragment in case.says:
+        assert fragment in err, (case.name, fragment, err)
+    assert not (where / "data" / case.name / "postgres").exists(), "a server was started"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_exits_2_naming_the_rule(case: Case, files: Path):
+    result = CliRunner().invoke(app, _args(case, files), env=_environment(case, files))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    _check(case, result.exit_code, result.stdout, result.stderr, files)
+
+
+def test_as_a_user_runs_it(files: Path):
+    """The rows marked `process`, as real processes, two at a time."""
+    exe = shutil.which("nodewright", path=str(Path(sys.executable).parent))
+    command = [exe] if exe else [sys.executable, "-m", "services.cli.main"]
+    chosen = [c for c in CASES if c.process]
+
+    def run(case: Case) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **_environment(case, files)}
+        argv = [*command, *_args(case, files)]
+        return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = list(pool.map(run, chosen))
+    for case, process in zip(chosen, done, strict=True):
+        _check(case, process.returncode, process.stdout, process.stderr, files)
+
+
+def test_a_crash_exits_3_with_one_line_and_a_log(tmp_path, monkeypatch, capsys):
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("the validator broke\nand said more")
+
+    monkeypatch.setattr(validate_cmd, "check_files", broken)
+    monkeypatch.setattr(sys, "argv", ["nodewright", "validate", EXTENSIONS])
+    monkeypatch.setenv("NODEWRIGHT_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == failures.EXIT_INTERNAL == 3
+    log = (tmp_path / "data" / "logs" / "cli-errors.log").resolve()
+    err = capsys.readouterr().err
+    assert err == f"error: internal error: RuntimeError: the validator broke (details in {log})\n"
+    assert "Traceback (most recent call last)" in log.read_text() and "nodewright validate" in log.read_text()
+
+    (tmp_path / "file").write_text("")  # a data directory that cannot be made: a temporary file instead
+    monkeypatch.setenv("NODEWRIGHT_DATA_DIR", str(tmp_path / "file"))
+    with pytest.raises(SystemExit):
+        main()
+    fallback = Path(capsys.readouterr().err.split("(details in ")[1].rstrip(")\n"))
+    assert fallback.name.startswith("nodewright-cli-error-") and "RuntimeError" in fallback.read_text()
+    fallback.unlink()
