@@ -77,8 +77,11 @@ def test_losing_the_stream_leader_of_a_three_node_cluster_loses_and_repeats_noth
             assert replicas == 3 and leader is not None, (messages, leader, replicas)
             lost = cluster.node(leader)
             lost.kill()  # SIGKILL: the stream's leader, mid-burst
-            time.sleep(4.0)
-            _, new_leader, _ = asyncio.run(stream_state(cluster.url, names))
+            elected = time.monotonic() + 30
+            new_leader = None
+            while new_leader in (None, leader) and time.monotonic() < elected:
+                time.sleep(0.5)
+                _, new_leader, _ = asyncio.run(stream_state(cluster.url, names))
             assert new_leader not in (None, leader)  # the other two elected one of theirs
             lost.start()  # and it comes back, on its ports and files
             out, err = run.communicate(timeout=150)
