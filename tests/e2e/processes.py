@@ -150,3 +150,17 @@ async def drop_run_log(url: str) -> None:
     from shared.runtime.runs import drop
 
     await drop(make_url(url).set(database="postgres").render_as_string(hide_password=False), make_url(url).database)
+
+
+def stop_command(process: subprocess.Popen[str]) -> None:
+    """Stop a `nodewright up`/`run` a test gave up on: SIGTERM first, which `up` takes as Ctrl-C
+    and stops its services (each in a session of its own, which a SIGKILL of `up` would orphan);
+    SIGKILL only if it does not end."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -19,7 +19,7 @@ from shared.bus.names import BusNames
 from shared.runtime.natscluster import EmbeddedNatsCluster
 from shared.store.eventstore import EventStore
 from tests.conftest import ROOT
-from tests.e2e.processes import cli_environment, drop_run_log, run_log_url
+from tests.e2e.processes import cli_environment, drop_run_log, run_log_url, stop_command
 from tests.integration.streams import stream_messages
 
 pytestmark = pytest.mark.timeout(240)
@@ -86,8 +86,7 @@ def test_losing_the_stream_leader_of_a_three_node_cluster_loses_and_repeats_noth
             lost.start()  # and it comes back, on its ports and files
             out, err = run.communicate(timeout=150)
         finally:
-            if run.poll() is None:
-                run.kill()
+            stop_command(run)
         assert run.returncode == 0, out[-3000:] + err[-3000:]
         summary = json.loads(out)
         log = run_log_url(fresh_database_url, summary["run"])

@@ -15,7 +15,7 @@ import pytest
 
 from shared.bus.names import BusNames
 from tests.conftest import ROOT
-from tests.e2e.processes import cli_environment, drop_run_log, run_log_url
+from tests.e2e.processes import cli_environment, drop_run_log, run_log_url, stop_command
 
 pytestmark = pytest.mark.timeout(240)
 NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
@@ -65,12 +65,16 @@ def test_every_message_delivered_three_times_ends_as_one_delivery_does(tmp_path,
                     ),
                 )
             summaries, handed = {}, {}
-            for label, (names, url, run) in runs.items():
-                out, err = await asyncio.to_thread(run.communicate, timeout=200)
-                assert run.returncode == 0, out[-3000:] + err[-3000:]
-                summaries[label] = json.loads(out)
-                handed[label] = await deliveries(nats_server_url, names)
-                await drop_run_log(run_log_url(url, summaries[label]["run"]))
+            try:
+                for label, (names, url, run) in runs.items():
+                    out, err = await asyncio.to_thread(run.communicate, timeout=200)
+                    assert run.returncode == 0, out[-3000:] + err[-3000:]
+                    summaries[label] = json.loads(out)
+                    handed[label] = await deliveries(nats_server_url, names)
+                    await drop_run_log(run_log_url(url, summaries[label]["run"]))
+            finally:
+                for _, _, run in runs.values():
+                    stop_command(run)
             for key in END_STATE:
                 assert summaries["thrice"][key] == summaries["once"][key], key
             assert summaries["once"]["audit_ok"] is True and summaries["once"]["final_nodes"] == {"capped": 5}

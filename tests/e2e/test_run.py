@@ -25,7 +25,7 @@ from shared.policy.audit import LogEntry
 from shared.runtime.servers import EmbeddedPostgres
 from shared.store.eventstore import EventStore
 from tests.conftest import ROOT
-from tests.e2e.processes import cli_environment, run_log_url
+from tests.e2e.processes import cli_environment, run_log_url, stop_command
 from tests.integration.streams import stream_messages
 
 pytestmark = pytest.mark.timeout(420)
@@ -172,8 +172,7 @@ def test_the_flagship_day_keeps_its_promises_through_faults_and_its_report_rebui
             faults = inject_faults(tmp_path / "data", server, run)
             stdout, stderr = run.communicate(timeout=300)
         finally:
-            if run.poll() is None:
-                run.kill()
+            stop_command(run)
         assert run.returncode == 0, stdout[-3000:] + stderr[-3000:]
         assert len(faults) == len(KILLS) + 1
         summary = json.loads(stdout)

@@ -18,7 +18,7 @@ import pytest
 from shared.bus.names import BusNames
 from shared.config import driver_params
 from tests.conftest import ROOT
-from tests.e2e.processes import cli_environment, gone, pids
+from tests.e2e.processes import cli_environment, gone, pids, stop_command
 
 pytestmark = pytest.mark.timeout(180)
 NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
@@ -204,8 +204,7 @@ def test_up_restarts_a_killed_service_and_rides_out_a_database_restart(tmp_path,
             assert ready(port_file)[0] == 200  # and is ready again after
             assert running.wait(timeout=90) == 0, output.read_text()[-3000:]
         finally:
-            if running.poll() is None:
-                running.kill()
+            stop_command(running)
         said = output.read_text()
         assert "stopped: every process and server is down" in said and "Traceback" not in said
         assert said.count("exited with") == 1, said  # only the one killed: the others rode the restart out
