@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/pytest tests
+	$(BIN)/pytest -n 2 --dist loadgroup tests
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[bench]'

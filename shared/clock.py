@@ -53,6 +53,11 @@ class AcceleratedClock:
                 return None
         return self._origin
 
+    @origin.setter
+    def origin(self, value: float) -> None:
+        """Re-anchor the clock (a test slowing it at an instant keeps the instant it reads)."""
+        self._origin = value
+
     def open(self) -> float:
         """Start a gated clock now, for every process that reads the same gate."""
         if self._origin is None:

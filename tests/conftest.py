@@ -9,6 +9,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "nodepools"
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs two workers (pytest-xdist, `--dist loadgroup`): the end-to-end tests, each
+    a whole system of processes, go one after another on one worker, while the other takes the
+    unit and integration tests, which mostly wait on simulated time."""
+    e2e = ROOT / "tests" / "e2e"
+    for item in items:
+        if e2e in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
 BASE_NODEPOOL: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1",
     "kind": "NodePool",

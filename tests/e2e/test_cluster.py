@@ -94,6 +94,16 @@ def test_losing_the_stream_leader_of_a_three_node_cluster_loses_and_repeats_noth
             assert summary["audit_ok"] is True and summary["violations"] == []
             assert summary["over_limit"] == [] and summary["max_nodes"]["burst"] <= 8
             assert summary["nodeclaims_created"] >= 1
+            # what was committed after the relay stopped, as its next start would publish it
+            published = subprocess.run(
+                [NODEWRIGHT, "relay", "--once"],
+                capture_output=True,
+                text=True,
+                env={**env, "NODEWRIGHT_DATABASE_URL": log},
+                cwd=tmp_path,
+                timeout=60,
+            )
+            assert published.returncode == 0, published.stderr
             logged = asyncio.run(logged_event_ids(log))
             on_stream = asyncio.run(stream_event_ids(cluster.url, names))
             assert on_stream == logged  # every event once, in the log's order: none lost, none twice

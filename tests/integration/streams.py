@@ -19,7 +19,10 @@ async def stream_messages(js: JetStreamContext, names: BusNames) -> list[Any]:
     sub = await js.pull_subscribe(names.events, stream=names.stream)
     out: list[Any] = []
     while len(out) < info.state.messages:
-        out += await sub.fetch(info.state.messages - len(out), timeout=5)
+        batch = await sub.fetch(min(info.state.messages - len(out), 500), timeout=5)
+        for message in batch:
+            await message.ack()  # else the consumer stops at its 1,000 unacknowledged
+        out += batch
     await sub.unsubscribe()
     return out
 
