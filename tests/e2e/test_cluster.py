@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import nats
+import nats.errors
+import nats.js.errors
 import pytest
 
 from shared.bus.names import BusNames
@@ -40,11 +42,19 @@ async def stream_state(url: str, names: BusNames) -> tuple[int, str | None, int]
 
 
 async def stream_event_ids(url: str, names: BusNames) -> list[str]:
-    nc = await nats.connect(servers=url.split(","))
-    try:
-        return [json.loads(m.data)["event_id"] for m in await stream_messages(nc.jetstream(), names)]
-    finally:
-        await nc.close()
+    """Read through a new consumer, which a cluster must first give a leader of its own: until
+    it has one, a fetch is answered 503 (or not at all), so that is tried again."""
+    for attempt in range(20):
+        nc = await nats.connect(servers=url.split(","))
+        try:
+            return [json.loads(m.data)["event_id"] for m in await stream_messages(nc.jetstream(), names)]
+        except (nats.js.errors.ServiceUnavailableError, nats.errors.TimeoutError):
+            if attempt == 19:
+                raise
+        finally:
+            await nc.close()
+        await asyncio.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 async def logged_event_ids(url: str) -> list[str]:
