@@ -1,76 +1,135 @@
 """What the log's hash chain costs (issue 21), old against new, alternately in one run: the
-micro-batched append with and without it (`sql.write_statement`), and the audit replay with and
-without verifying it. `python -m benchmarks.chain [--events N] [--replay N]`; the rest of the
-store's figures are `benchmarks.store`'s, whose workload and log this reuses."""
+micro-batched append with and without it (`write_batch(chained=False)`: the write before the
+chain, hashing nothing), and the audit replay with and without verifying it.
+`python -m benchmarks.chain [--events N] [--replay N] [--rounds N]`; the rest of the store's
+figures are `benchmarks.store`'s, whose workload and log this reuses.
+
+Each round runs old and new back to back, and the ratio quoted is the median of the rounds'
+ratios: on a shared 2-core machine throughput moves by 2x within minutes, and a pair measured
+together moves together. Beside it, the CPU each event cost: the client's and (appends, with
+PostgreSQL on this machine) the store's backends', which noise moves much less."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
+import resource
 import statistics
+
+import asyncpg
 
 from benchmarks._batcher import AppendBatcher
 from benchmarks._db import bench_database
 from benchmarks.store import FLUSHERS, WRITERS, apply_pools, drive, load_log, replay_db, synthetic_log
+from shared.config import driver_params
 from shared.policy.audit import Replay
 from shared.runtime import loop
-from shared.store import sql
+from shared.store import write as writes
 from shared.store.eventstore import EventStore
 
 
-async def chain_cost_appends(url: str, total: int, rounds: int = 3) -> tuple[list[float], list[float]]:
-    """Micro-batched appends with the chained write and with the write before it, alternately
-    in one process and one database: (events/s chained, events/s unchained) per round."""
+def _own_cpu() -> float:
+    """This process's CPU seconds and its reaped children's (an audit's worker processes)."""
+    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+
+async def _backends_cpu(probe: asyncpg.Connection) -> float | None:
+    """CPU seconds of the database's client backends so far (but the probe's), from /proc: None
+    when PostgreSQL runs elsewhere."""
+    pids = await probe.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'"
+        " AND pid <> pg_backend_pid()"
+    )
+    total = 0.0
+    for (pid,) in pids:
+        try:
+            with open(f"/proc/{pid}/schedstat") as stat:
+                total += int(stat.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return None
+    return total
+
+
+Round = tuple[float, float, float | None]
+"""events/s, client µs/event, the backends' µs/event (None: PostgreSQL elsewhere)."""
+
+
+async def chain_cost_appends(url: str, total: int, rounds: int = 3) -> dict[str, list[Round]]:
+    """Micro-batched appends with the chained write and with the write before it, alternately in
+    one process and one database: per round (events/s, client µs/event, backends' µs/event)."""
     store = EventStore.connect(url, pool_size=8)
     await apply_pools(store)
     batcher = AppendBatcher(store, max_batch=400, flushers=FLUSHERS)
-    chained, plain = sql.write_statement(True), sql.write_statement(False)
-    out: tuple[list[float], list[float]] = ([], [])
+    probe = await asyncpg.connect(**driver_params(url))
+    chained = writes.write_batch
+    variants = {"chained": chained, "unchained": functools.partial(chained, chained=False)}
+    out: dict[str, list[Round]] = {name: [] for name in variants}
     try:
-        await drive(batcher.append, 4000, WRITERS)  # warm up
+        await drive(batcher.append, 4000, WRITERS)  # warm up: connections, prepared statements
         for _ in range(rounds):
-            for statement, figures in ((chained, out[0]), (plain, out[1])):
-                sql.WRITE = statement
+            for name, write in variants.items():
+                writes.write_batch = write  # type: ignore[assignment]
+                client, backends = _own_cpu(), await _backends_cpu(probe)
                 seconds, _ = await drive(batcher.append, total, WRITERS)
-                figures.append(total / seconds)
+                client, after = _own_cpu() - client, await _backends_cpu(probe)
+                server = (after - backends) / total * 1e6 if after is not None and backends is not None else None
+                out[name].append((total / seconds, client / total * 1e6, server))
     finally:
-        sql.WRITE = chained
+        writes.write_batch = chained
+        await probe.close()
         await batcher.close()
         await store.close()
     return out
 
 
-def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, list[float]]:
+def _per_event(rows: list[Round]) -> str:
+    client = statistics.median(r[1] for r in rows)
+    servers = [r[2] for r in rows if r[2] is not None]
+    server = f", backends {statistics.median(servers):.1f}" if servers else ""
+    return f"client {client:.1f}{server} µs/event"
+
+
+def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, object]:
     """What the hash chain costs, old against new, alternately in the same run: micro-batched
     appends (the write with and without it) and the audit replay (with and without verifying)."""
     with bench_database() as url:
-        chained, plain = loop.run(chain_cost_appends(url, events, rounds))
-    ratio = statistics.median(chained) / statistics.median(plain)
+        appended = loop.run(chain_cost_appends(url, events, rounds))
+    chained, plain = appended["chained"], appended["unchained"]
+    ratio = statistics.median(a[0] / b[0] for a, b in zip(chained, plain, strict=True))
     print(
         "hash chain, micro-batched appends: "
-        + ", ".join(f"{a:,.0f}/{b:,.0f}" for a, b in zip(chained, plain, strict=True))
+        + ", ".join(f"{a[0]:,.0f}/{b[0]:,.0f}" for a, b in zip(chained, plain, strict=True))
         + f" events/s chained/unchained in {rounds} alternating rounds; median ratio {ratio:.2f}x (goal >= 0.90x)"
     )
+    print(f"  chained: {_per_event(chained)}; unchained: {_per_event(plain)}")
     entries = synthetic_log(replay)
     folded = Replay()
     folded.feed(entries)
+    verified: list[tuple[float, float]] = []
+    bare: list[tuple[float, float]] = []
     with bench_database() as url:
         loop.run(load_log(url, entries, folded))
         del entries
-        verified: list[float] = []
-        bare: list[float] = []
         for _ in range(rounds):
-            seconds, result = loop.run(replay_db(url, chain=True))
-            assert result.ok, [p.to_dict() for p in result.chain[:3]]
-            verified.append(seconds)
-            bare.append(loop.run(replay_db(url, chain=False))[0])
-    cost = statistics.median(verified) / statistics.median(bare)
+            for chain, figures in ((True, verified), (False, bare)):
+                cpu = _own_cpu()
+                seconds, result = loop.run(replay_db(url, chain=chain))
+                assert result.ok, [p.to_dict() for p in result.chain[:3]]
+                figures.append((seconds, _own_cpu() - cpu))
+    cost = statistics.median(a[0] / b[0] for a, b in zip(verified, bare, strict=True))
     print(
         f"hash chain, audit replay of {replay:,} events: "
-        + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(verified, bare, strict=True))
+        + ", ".join(f"{a[0]:.2f}/{b[0]:.2f}" for a, b in zip(verified, bare, strict=True))
         + f" s verified/not in {rounds} alternating rounds; median ratio {cost:.2f}x (goal <= 1.10x)"
     )
-    figures = {"appends_chained": chained, "appends_unchained": plain, "audit_verified": verified, "audit_bare": bare}
+    print(
+        f"  client CPU (both processes): verified {statistics.median(c for _, c in verified) / replay * 1e6:.2f},"
+        f" not {statistics.median(c for _, c in bare) / replay * 1e6:.2f} µs/event; {os.cpu_count()} cores"
+    )
+    figures = {"appends": appended, "audit_verified": verified, "audit_bare": bare}
     print(json.dumps({"chain": figures, "append_ratio": ratio, "audit_ratio": cost}))
     return figures
 

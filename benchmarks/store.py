@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import statistics
 import time
@@ -45,6 +46,7 @@ from shared.config import driver_params
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, NewEvent
 from shared.policy.audit import LogEntry, Replay
+from shared.policy.chain import chain_step, stored_canonical
 from shared.policy.counters import COUNTED_EVENTS, TIMED_EVENTS
 from shared.runtime import loop
 from shared.store.eventstore import EVENT_ROWS_INSERT, AppendPaths, EventStore
@@ -325,27 +327,23 @@ def synthetic_log(n: int) -> list[LogEntry]:
 
 
 async def load_log(url: str, entries: list[LogEntry], folded: Replay) -> None:
-    """Write the log with COPY, and the counter rows its fold gives (setup only: the benchmark
-    times the replay, not this)."""
+    """Write the log with COPY, with the hashes the write would have given it, and the counter
+    rows its fold gives (setup only: the benchmark times the replay, not this)."""
     import asyncpg
 
     conn = await asyncpg.connect(**driver_params(url))
-    versions: dict[str, int] = {}
-    rows = []
-    for e in entries:
-        versions[e.stream_id] = versions.get(e.stream_id, 0) + 1
-        rows.append(
-            (e.position, uuid.uuid4(), e.stream_id, versions[e.stream_id], e.type, json.dumps(e.data), e.occurred_at)
-        )
+    rows, heads = chained_rows(entries)
     await conn.copy_records_to_table(
-        "events", records=rows, columns=["position", "event_id", "stream_id", "version", "type", "data", "occurred_at"]
+        "events",
+        records=rows,
+        columns=["position", "event_id", "stream_id", "version", "type", "data", "occurred_at", "hash", "digest_form"],
     )
     for name, pool in folded.pools.items():
         row = pool.comparable()
         await conn.execute(
             "INSERT INTO nodepool_counters (nodepool, spec, nodes, in_flight, initialized, resources, disrupting,"
-            " disrupting_by_reason, replacing, version, last_position) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-            " $10, $11)",
+            " disrupting_by_reason, replacing, version, last_position, chain_head) VALUES ($1, $2, $3, $4, $5, $6,"
+            " $7, $8, $9, $10, $11, $12)",
             name,
             json.dumps(row["spec"]),
             row["nodes"],
@@ -357,28 +355,30 @@ async def load_log(url: str, entries: list[LogEntry], folded: Replay) -> None:
             json.dumps(row["replacing"]),
             row["version"],
             row["last_position"],
+            heads.get(name),
         )
-    await chain_loaded_log(conn)
     await conn.execute("VACUUM (ANALYZE) events")  # as autovacuum would: hint bits set, statistics known
     await conn.close()
 
 
-async def chain_loaded_log(conn) -> None:
-    """Give the COPYed rows the hashes the write would have given them, and each pool its head
-    (setup only): a running chain of digests per stream is exactly each event's hash."""
-    async with conn.transaction():
-        await conn.execute("SET LOCAL nodewright.maintenance = on")
-        await conn.execute(
-            "UPDATE events AS e SET hash = c.hash FROM ("
-            " SELECT position, nodewright_chain(nodewright_event_digest(event_id, stream_id, version, type,"
-            " schema_version, data, metadata, occurred_at)) OVER (PARTITION BY stream_id ORDER BY version) AS hash"
-            " FROM events) AS c WHERE e.position = c.position"
-        )
-        await conn.execute(
-            "UPDATE nodepool_counters AS c SET chain_head = (SELECT nodewright_chain(hash ORDER BY position)"
-            " FROM events WHERE nodepool = c.nodepool AND type = ANY($1::text[]))",
-            sorted(COUNTED_EVENTS),
-        )
+def chained_rows(entries: list[LogEntry]) -> tuple[list[tuple], dict[str, bytes]]:
+    """The COPY rows of a log as the store writes it (digest form 2, each event linked to its
+    stream's previous one), and each pool's head: the chain of its counted events' hashes."""
+    tips: dict[str, bytes] = {}
+    versions: dict[str, int] = {}
+    heads: dict[str, bytes] = {}
+    rows = []
+    for e in entries:
+        version = versions[e.stream_id] = versions.get(e.stream_id, 0) + 1
+        event_id = uuid.uuid4()
+        text = stored_canonical(event_id, e.stream_id, version, e.type, 1, e.occurred_at, e.data, {})
+        digest = hashlib.sha256(text).digest()
+        previous = tips.get(e.stream_id)
+        own = tips[e.stream_id] = digest if previous is None else hashlib.sha256(previous + digest).digest()
+        if e.type in COUNTED_EVENTS:
+            heads[e.data["nodepool"]] = chain_step(heads.get(e.data["nodepool"]), own)
+        rows.append((e.position, event_id, e.stream_id, version, e.type, json.dumps(e.data), e.occurred_at, own, 2))
+    return rows, heads
 
 
 async def replay_db(url: str, workers: int | None = None, chain: bool = True) -> tuple[float, AuditResult]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -137,11 +137,12 @@ async def fold_database(
     until: datetime | None = None,
     explain: str | None = None,
     workers: int | None = None,
-    chain: Callable[[EventStore, str], Awaitable[integrity.Integrity]] | None = None,
+    verify_chain: bool = False,
+    anchored: Mapping[str, tuple[int, bytes | None]] | None = None,
 ) -> tuple[Replay, dict[str, PoolCounters], integrity.Integrity]:
-    """The replay of the database's log, its live counters and (given `chain`, run meanwhile)
-    the hash chain's check, all as of one instant: every read (and every worker's) goes through
-    one exported snapshot, so writers may go on."""
+    """The replay of the database's log, its live counters and (with `verify_chain`) the hash
+    chain's check, made by the replay's own parts on the rows they read, all as of one instant:
+    every read (and every worker's) goes through one exported snapshot, so writers may go on."""
     store = await open_store(url)
     try:
         async with store.exported_snapshot() as snapshot:
@@ -149,11 +150,13 @@ async def fold_database(
             sizes = {name: pool.version for name, pool in live.items() if pool.version}
             if not sizes:  # a log written around the store (imported, planted): ask the log itself
                 sizes = await store.pool_sizes(snapshot=snapshot)
-            folding = fold_log(store, url, sizes, until=until, explain=explain, workers=workers, snapshot=snapshot)
-            if chain is None:
-                replay, checked = await folding, integrity.Integrity()
-            else:
-                replay, checked = await asyncio.gather(folding, chain(store, snapshot))
+            spec = await integrity.begin(store, snapshot, anchored) if verify_chain else None
+            replay, parts = await fold_log(
+                store, url, sizes, until=until, explain=explain, workers=workers, snapshot=snapshot, chain=spec
+            )
+            checked = integrity.Integrity()
+            if spec is not None:
+                checked = await integrity.conclude(store, snapshot, spec, parts, anchored)
     finally:
         await store.close()
     return replay, live, checked
@@ -183,15 +186,11 @@ async def audit_database(
     anchored: Mapping[str, tuple[int, bytes | None]] | None = None,
     verify_chain: bool = True,
 ) -> AuditResult:
-    """The replay and the hash chain, from one snapshot: PostgreSQL checks the chain while the
-    replay folds (`shared.store.integrity`). Without `verify_chain` (the benchmark's baseline),
-    the replay alone."""
-
-    def check(store: EventStore, snapshot: str) -> Awaitable[integrity.Integrity]:
-        return integrity.check(store, snapshot, anchored)
-
+    """The replay and the hash chain, from one snapshot, in one pass: the replay's parts check
+    the chain on the rows they fold (`shared.store.integrity`). Without `verify_chain` (the
+    benchmark's baseline), the replay alone."""
     replay, live, chain = await fold_database(
-        url, explain=explain, workers=workers, chain=check if verify_chain else None
+        url, explain=explain, workers=workers, verify_chain=verify_chain, anchored=anchored
     )
     mismatches = compare_counters(replay.pools, live)
     return AuditResult(replay, not mismatches, mismatches, chain.problems, chain.heads, chain.position)
@@ -220,9 +219,9 @@ def audit_file(
     if not known.intersection(seen):
         kinds = ", ".join(sorted(seen)[:5]) + (", ..." if len(seen) > 5 else "")
         raise ValueError(f"{path}: holds no event type nodewright records (only {kinds})")
-    problems = chain.finish()
+    problems = chain.finish({pool: n for pool, (n, _) in (anchored or {}).items()})
     if anchored:
-        problems = [*problems, *compare_anchor(anchored, chain.heads)]
+        problems = [*problems, *compare_anchor(anchored, chain.prefixes)]
     return AuditResult(replay, None, [], problems, chain.heads, replay.last_position)
 
 

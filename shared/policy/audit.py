@@ -89,9 +89,10 @@ class Replay:
         return pool
 
     def feed(self, entries: Iterable[Sequence[Any]]) -> None:
-        """Fold entries in position order: `LogEntry`s, or any rows of the same five fields. With
-        `until`, events that occurred after it are left out (occurred_at is the decision's clock,
-        not the log's order, so the fold goes on).
+        """Fold entries in position order: `LogEntry`s, or any rows that begin with the same five
+        fields (the audit's rows go on with what the hash chain's check reads). With `until`,
+        events that occurred after it are left out (occurred_at is the decision's clock, not the
+        log's order, so the fold goes on).
 
         This loop runs a million times per audit: tallies are kept in locals, and what
         `counted_pool` says is inlined."""
@@ -102,14 +103,14 @@ class Replay:
         events, launches, disruptions, last_position = self.events, self.launches, self.disruptions, self.last_position
         try:
             for entry in entries:
-                position, _, event_type, data, occurred_at = entry
+                position, event_type, data, occurred_at = entry[0], entry[2], entry[3], entry[4]
                 if until is not None and occurred_at > until:
                     continue
                 events += 1
                 last_position = position
                 if event_type not in counted:
                     if claim is not None and claim in named_claims(data):  # a drain's steps, told
-                        self.story.append(_told(LogEntry(*entry), None, None))
+                        self.story.append(_told(LogEntry(*entry[:5]), None, None))
                     continue
                 name = data.get("nodepool") if isinstance(data, dict) else None
                 if not isinstance(name, str):
@@ -136,13 +137,13 @@ class Replay:
                 if outcome.violation is not None:
                     self._violation(entry, outcome.violation.rule, outcome.violation.detail)
                 if explaining:
-                    self.story.append(_told(LogEntry(*entry), outcome.record, outcome.violation))
+                    self.story.append(_told(LogEntry(*entry[:5]), outcome.record, outcome.violation))
         finally:
             self.events, self.launches, self.disruptions = events, launches, disruptions
             self.last_position = last_position
 
     def _violation(self, entry: Sequence[Any], rule: str, detail: str) -> None:
-        position, stream_id, event_type, _, _ = entry
+        position, stream_id, event_type = entry[0], entry[1], entry[2]
         self.violations.append(AuditViolation(position, stream_id, event_type, rule, detail))
 
     def detached(self) -> Replay:

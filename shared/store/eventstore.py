@@ -209,24 +209,33 @@ class EventStore(LogReader):
 
     async def _plan_and_write(
         self, raw: asyncpg.Connection, units: Sequence[Unit], snapshot: Snapshot
-    ) -> tuple[WritePlan, dict[Any, int]] | None:
-        """The plan and the positions it drew; None when the snapshot cannot vouch for the batch
+    ) -> tuple[WritePlan, writes.Written] | None:
+        """The plan and what its write drew; None when the snapshot cannot vouch for the batch
         or no longer holds (nothing was written)."""
         planned = plan(units, snapshot)
         if isinstance(planned, TooOld):
             return None
         try:
-            positions = await writes.write_batch(raw, snapshot, planned)
+            written = await writes.write_batch(raw, snapshot, planned)
         except asyncpg.UniqueViolationError:
             if snapshot.unvouched or (snapshot.since and snapshot.source == "memory"):
                 return None  # a head memory had wrong, or an id stored meanwhile: read
             raise
-        return None if positions is None else (planned, positions)
+        return None if written is None else (planned, written)
 
-    def _kept(self, snapshot: Snapshot, planned: WritePlan, positions: dict[Any, int]) -> list[Result]:
-        """After the commit: remember the batch's pools and claims, and hand out the outcomes."""
-        self._memory.keep(planned.pools, planned.claims, planned.heads, snapshot.since, snapshot.pools)
-        return planned.outcomes(positions)
+    def _kept(self, snapshot: Snapshot, planned: WritePlan, written: writes.Written) -> list[Result]:
+        """After the commit: remember the batch's pools and claims, with the chain as the write
+        left it, and hand out the outcomes."""
+        self._memory.keep(
+            planned.pools,
+            planned.claims,
+            planned.heads,
+            snapshot.since,
+            snapshot.pools,
+            written.tips,
+            written.chain_heads,
+        )
+        return planned.outcomes(written.positions)
 
     # --- reservations --------------------------------------------------------------------------------
 

@@ -35,26 +35,27 @@ async def read(raw: asyncpg.Connection, need: Needs, memory: Memory, *, locked: 
         counters = [r[3] for r in rows if r[2] == sql.POOL]
         if len(counters) < len(need.pools):
             return None
-        return _snapshot(Source.READ, _pools(counters, memory), known, rows)
+        return _snapshot(Source.READ, _pools(counters, memory), _chain_heads(counters), known, rows)
     if not need.pools:
         known, arguments = _arguments(need, memory, {})
-        return _snapshot(Source.LOCKED, {}, known, await raw.fetch(sql.READ, *arguments))
+        return _snapshot(Source.LOCKED, {}, {}, known, await raw.fetch(sql.READ, *arguments))
     if not need.replaces:
         known, arguments = _arguments(need, memory, {})
         rows = await raw.fetch(sql.LOCK_AND_READ, *arguments, list(need.pools))
         seen = {r[0]: r[3] for r in rows if r[2] == sql.POOL}
         if len(seen) == len(need.pools) and all(row["version"] == row["seen"] for row in seen.values()):
-            return _snapshot(Source.LOCKED, _pools(seen.values(), memory), known, rows)
+            return _snapshot(Source.LOCKED, _pools(seen.values(), memory), _chain_heads(seen.values()), known, rows)
     counter_rows = await raw.fetch(sql.LOCK_POOLS, list(need.pools))
     if len(counter_rows) < len(need.pools):
         await raw.execute(sql.CREATE_POOL_ROWS, list(need.pools))
         counter_rows = await raw.fetch(sql.LOCK_POOLS, list(need.pools))
     pools = _pools(counter_rows, memory)
     known, arguments = _arguments(need, memory, pools)
-    return _snapshot(Source.LOCKED, pools, known, await raw.fetch(sql.READ, *arguments))
+    rows = await raw.fetch(sql.READ, *arguments)
+    return _snapshot(Source.LOCKED, pools, _chain_heads(counter_rows), known, rows)
 
 
-Known = dict[str, tuple[int, ClaimState | None, int]]
+Known = dict[str, tuple[int, ClaimState | None, int, bytes | None]]
 
 
 def _arguments(need: Needs, memory: Memory, pools: Mapping[str, PoolCounters]) -> tuple[Known, list[Any]]:
@@ -66,36 +67,51 @@ def _arguments(need: Needs, memory: Memory, pools: Mapping[str, PoolCounters]) -
         for pool in pools.values():
             names.update(n for n, (_, d) in pool.disrupting.items() if d == decision)
     known = {name: memory.claims.get(name) for name in names}
-    folded = {NodeClaimEvent.stream_of(n): after for n, (after, _, _) in known.items()}
+    folded = {NodeClaimEvent.stream_of(n): after for n, (after, _, _, _) in known.items()}
     return known, [list(need.event_ids), list(folded), list(folded.values()), sorted(need.streams - folded.keys())]
 
 
-def _snapshot(source: Source, pools: dict[str, PoolCounters], known: Known, rows: Iterable[Any]) -> Snapshot:
-    """Stream heads, claims and stored ids from `sql.READ`'s rows (pool rows are skipped)."""
+def _snapshot(
+    source: Source,
+    pools: dict[str, PoolCounters],
+    chain_heads: dict[str, bytes | None],
+    known: Known,
+    rows: Iterable[Any],
+) -> Snapshot:
+    """Stream heads (with their hashes), claims and stored ids from `sql.READ`'s rows (pool rows
+    are skipped)."""
     stored: dict[uuid.UUID, int] = {}
     heads: dict[str, int] = {}
-    for name, (after, _, _) in known.items():
+    tips: dict[str, bytes | None] = {}
+    for name, (after, _, _, tip) in known.items():
         if after:
-            heads[NodeClaimEvent.stream_of(name)] = after
+            stream = NodeClaimEvent.stream_of(name)
+            heads[stream], tips[stream] = after, tip
     by_stream: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for stream, number, kind, data in rows:
+    for stream, number, kind, data, hash_ in rows:
         if number is None or kind == sql.POOL:
             continue
         if kind == sql.STORED:
             stored[uuid.UUID(stream)] = number
             continue
-        heads[stream] = max(number, heads.get(stream, 0))
+        if number >= heads.get(stream, 0):
+            heads[stream], tips[stream] = number, hash_
         if kind is not None:
             by_stream.setdefault(stream, []).append((kind, data))
     claims: dict[str, ClaimState] = {}
-    for name, (_, state, _) in known.items():
+    for name, (_, state, _, _) in known.items():
         events = by_stream.get(NodeClaimEvent.stream_of(name))
         if events:  # the fold moves the state on in place: never the cache's own
             state = fold_claim(events, name, state.copy() if state is not None else None)
         if state is not None:
             claims[name] = state
     since = {name: pool.version for name, pool in pools.items()}
-    return Snapshot(source, pools, claims, heads, stored, since)
+    return Snapshot(source, pools, claims, heads, stored, since, tips=tips, chain_heads=chain_heads)
+
+
+def _chain_heads(rows: Iterable[Any]) -> dict[str, bytes | None]:
+    """Each counter row's `chain_head` (`sql.COUNTER_COLUMNS` reads it as hex)."""
+    return {r["nodepool"]: bytes.fromhex(r["chain_head"]) if r["chain_head"] else None for r in rows}
 
 
 def _pools(rows: Iterable[Any], memory: Memory) -> dict[str, PoolCounters]:

@@ -1,11 +1,14 @@
-"""The hash chain checked where the log is: PostgreSQL recomputes every chained event's digest
-and link, and each pool's head, in the audit's snapshot; only the problems come back.
+"""The hash chain checked where the audit reads the log: each part of the replay checks the
+rows it folds (`shared.policy.chain.LogChain`, digests rebuilt from what it parses anyway), and
+this module does what needs the database: the chain's start, the predecessors of the events a
+part could not link itself, the heads the counter rows keep. All in the audit's snapshot.
 
-What each check finds (the rules are `shared.policy.chain`'s, for an exported log):
+What each check finds (the rules are `shared.policy.chain`'s, the same for an exported log):
 - a stream's versions not following each other: an event deleted (a position gap alone is a
   rolled-back transaction, never reported);
 - a hash that is not sha256(previous hash || digest): a rewritten event, or one moved within its
   stream;
+- a version that comes before the version preceding it: two events' positions swapped;
 - a chained event with no hash: written around the store;
 - a pool whose counted events chain to another head than its counter row's: one removed (the
   newest too), inserted or reordered.
@@ -14,19 +17,20 @@ A cut-back to an earlier state that also rewinds the counter rows needs an ancho
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from shared.policy.chain import (
-    REWRITTEN,
-    UNCHAINED,
+    ChainPart,
+    ChainSpec,
+    Link,
+    Predecessor,
     Problem,
     compare_anchor,
     compare_heads,
     heads_digest,
-    missing,
-    reordered,
+    settle,
 )
 from shared.policy.counters import COUNTED_EVENTS
 
@@ -36,37 +40,16 @@ if TYPE_CHECKING:
 LIMIT = 1000
 """Problems reported at most: a log that broken says enough with the first thousand."""
 
-_STREAMS = f"""
-SELECT position, stream_id, version, prev_version, hash IS NULL AS unchained, prev_position > position AS moved
-FROM (
-    SELECT position, stream_id, version, hash, lag(hash) OVER w AS prev_hash, lag(version) OVER w AS prev_version,
-           lag(position) OVER w AS prev_position,
-           CASE WHEN position > $1 THEN nodewright_event_digest(event_id, stream_id, version, type, schema_version,
-                                                                 data, metadata, occurred_at) END AS digest
-    FROM events
-    WINDOW w AS (PARTITION BY stream_id ORDER BY version)
+_PREDECESSORS = """
+SELECT l.stream, l.version, e.version, e.position, e.hash
+FROM unnest($1::text[], $2::int[]) AS l(stream, version)
+CROSS JOIN LATERAL (
+    SELECT version, position, hash FROM events WHERE stream_id = l.stream AND version < l.version
+    ORDER BY version DESC LIMIT 1
 ) AS e
-WHERE version <> coalesce(prev_version, 0) + 1 OR prev_position > position
-   OR (position > $1 AND hash IS DISTINCT FROM
-       CASE WHEN prev_hash IS NULL THEN digest ELSE sha256(prev_hash || digest) END)
-ORDER BY position
-LIMIT {LIMIT}
 """
-_POOLS = """
-SELECT nodepool, count(hash)::int, nodewright_chain(hash ORDER BY position)
-FROM events WHERE nodepool IS NOT NULL AND type = ANY($2::text[]) AND position > $1
-GROUP BY nodepool
-"""
-_PREFIXES = """
-SELECT t.nodepool, count(t.hash)::int, nodewright_chain(t.hash ORDER BY t.position)
-FROM (
-    SELECT nodepool, hash, position, row_number() OVER (PARTITION BY nodepool ORDER BY position) AS n
-    FROM events WHERE nodepool = ANY($3::text[]) AND type = ANY($2::text[]) AND position > $1 AND hash IS NOT NULL
-) AS t
-JOIN unnest($3::text[], $4::int[]) AS a(nodepool, most) ON a.nodepool = t.nodepool
-WHERE t.n <= a.most
-GROUP BY t.nodepool
-"""
+"""Each link's predecessor: one index probe per link (a stream with no earlier version returns
+no row)."""
 
 
 @dataclass
@@ -82,28 +65,57 @@ class Integrity:
         return heads_digest(self.heads)
 
 
+async def begin(
+    reader: LogReader, snapshot: str | None, anchored: Mapping[str, tuple[int, bytes | None]] | None = None
+) -> ChainSpec:
+    """What the parts of an audit check against: where the chain starts, the anchored counts."""
+    async with reader.reading(snapshot) as raw:
+        after = await raw.fetchval("SELECT chained_after FROM store_identity")
+    return ChainSpec(COUNTED_EVENTS, after, {pool: n for pool, (n, _) in (anchored or {}).items()})
+
+
+async def conclude(
+    reader: LogReader,
+    snapshot: str | None,
+    spec: ChainSpec,
+    parts: Iterable[ChainPart],
+    anchored: Mapping[str, tuple[int, bytes | None]] | None = None,
+) -> Integrity:
+    """The parts' findings put together: links settled against their predecessors, the pools'
+    heads compared with their counter rows and, given one, the anchor. Pools never cross parts."""
+    found: list[Problem] = []
+    links: list[Link] = []
+    heads: dict[str, tuple[int, bytes | None]] = {}
+    prefixes: dict[str, tuple[int, bytes | None]] = {}
+    for part in parts:
+        found += part.problems
+        links += part.links
+        heads.update(part.heads)
+        prefixes.update(part.prefixes)
+    async with reader.reading(snapshot) as raw:
+        position = await raw.fetchval("SELECT coalesce(max(position), 0) FROM events")
+        previous: dict[tuple[str, int], Predecessor] = {}
+        if links:
+            rows = await raw.fetch(_PREDECESSORS, [k.stream for k in links], [k.version for k in links])
+            previous = {(stream, version): Predecessor(*rest) for stream, version, *rest in rows}
+        recorded = {p: h for p, h in await raw.fetch("SELECT nodepool, chain_head FROM nodepool_counters")}
+    for link in links:
+        if (problem := settle(link, previous.get((link.stream, link.version)))) is not None:
+            found.append(problem)
+    found.sort(key=lambda p: p.position or 0)
+    problems = found[:LIMIT] + compare_heads(heads, recorded)
+    if anchored:
+        problems += compare_anchor(anchored, prefixes)
+    return Integrity(problems, heads, position, spec.chained_after)
+
+
 async def check(
     reader: LogReader, snapshot: str | None = None, anchored: Mapping[str, tuple[int, bytes | None]] | None = None
 ) -> Integrity:
-    counted = sorted(COUNTED_EVENTS)
-    async with reader.reading(snapshot) as raw:
-        after = await raw.fetchval("SELECT chained_after FROM store_identity")
-        out = Integrity(position=await raw.fetchval("SELECT coalesce(max(position), 0) FROM events"))
-        out.chained_after = after
-        for position, stream, version, previous, unchained, moved in await raw.fetch(_STREAMS, after):
-            if moved:
-                out.problems.append(Problem(position, stream, "reordered", reordered(stream, version)))
-            elif version != (previous or 0) + 1:
-                out.problems.append(Problem(position, stream, "deleted", missing(stream, previous or 0, version)))
-            elif unchained:
-                out.problems.append(Problem(position, stream, "unchained", UNCHAINED))
-            else:
-                out.problems.append(Problem(position, stream, "rewritten", REWRITTEN))
-        out.heads = {pool: (n, head) for pool, n, head in await raw.fetch(_POOLS, after, counted)}
-        recorded = {p: h for p, h in await raw.fetch("SELECT nodepool, chain_head FROM nodepool_counters")}
-        out.problems += compare_heads(out.heads, recorded)
-        if anchored:
-            pools = sorted(anchored)
-            rows = await raw.fetch(_PREFIXES, after, counted, pools, [anchored[p][0] for p in pools])
-            out.problems += compare_anchor(anchored, {pool: (n, head) for pool, n, head in rows})
-    return out
+    """The chain alone, in one pass over the whole log (no replay): what a test asks after any
+    workload. Give a `snapshot` when writers may be busy."""
+    spec = await begin(reader, snapshot, anchored)
+    chain = spec.start()
+    async for page in reader.log_entries(snapshot=snapshot, chain=True):
+        chain.feed(page)
+    return await conclude(reader, snapshot, spec, [chain.part()], anchored)

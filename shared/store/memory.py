@@ -13,6 +13,10 @@ as this process's own appends follow each other. A claim is remembered with `at`
 pool had when this process last saw it. A batch that fails (anything raised between its snapshot
 and its commit) makes the process forget its pools: the next append to them reads.
 
+The hash chain rests on the same proof: a pool's `chain_head` changes only with its version, and
+a stored event never changes, so the hash of a claim's head event (its `tip`) is right for as
+long as the stream is at that version; a write at the next version fails if it is not.
+
 All of this rests on versions never repeating: restore a database from a backup only with every
 writer stopped (a process would otherwise trust what it remembers of versions the restore undid).
 """
@@ -37,16 +41,17 @@ class ClaimCache:
 
     def __init__(self, size: int = 200_000) -> None:
         self.size = size
-        self._states: dict[str, tuple[int, ClaimState, int]] = {}
+        self._states: dict[str, tuple[int, ClaimState, int, bytes | None]] = {}
 
-    def get(self, name: str) -> tuple[int, ClaimState | None, int]:
-        """(stream version, state, pool version it was seen at); (0, None, -1) for a claim not known."""
-        return self._states.get(name) or (0, None, -1)
+    def get(self, name: str) -> tuple[int, ClaimState | None, int, bytes | None]:
+        """(stream version, state, pool version it was seen at, the hash of the event at that stream
+        version); (0, None, -1, None) for a claim not known."""
+        return self._states.get(name) or (0, None, -1, None)
 
-    def put(self, name: str, version: int, state: ClaimState, at: int) -> None:
+    def put(self, name: str, version: int, state: ClaimState, at: int, tip: bytes | None) -> None:
         if len(self._states) >= self.size and name not in self._states:
             self._states.clear()  # simple and bounded: the next transactions read the streams whole
-        self._states[name] = (version, state, at)
+        self._states[name] = (version, state, at, tip)
 
 
 class PoolCache:
@@ -55,7 +60,7 @@ class PoolCache:
     a batch plans on copies, and a committed one puts its own in."""
 
     def __init__(self) -> None:
-        self._pools: dict[str, tuple[PoolCounters, int]] = {}
+        self._pools: dict[str, tuple[PoolCounters, int, bytes | None]] = {}
 
     def has(self, name: str) -> bool:
         return name in self._pools
@@ -66,9 +71,13 @@ class PoolCache:
     def get(self, name: str) -> PoolCounters:
         return self._pools[name][0]
 
-    def put(self, name: str, pool: PoolCounters, since: int) -> None:
+    def chain_head(self, name: str) -> bytes | None:
+        """The pool's `chain_head` at its remembered version."""
+        return self._pools[name][2]
+
+    def put(self, name: str, pool: PoolCounters, since: int, chain_head: bytes | None) -> None:
         """Hand `pool` over: its batch is done with it."""
-        self._pools[name] = (pool, since)
+        self._pools[name] = (pool, since, chain_head)
 
     def forget(self, names: Iterable[str]) -> None:
         for name in names:
@@ -109,20 +118,23 @@ class Memory:
         heads: Mapping[str, int],
         since: Mapping[str, int],
         loaded: Mapping[str, PoolCounters],
+        tips: Mapping[str, bytes | None],
+        chain_heads: Mapping[str, bytes | None],
     ) -> None:
-        """After the commit: the pools and claims as the batch left them. `loaded`: the pools as
-        the batch found them, to tell a spec the batch applied (the event's own dict, its
-        caller's to change) from the one it read."""
+        """After the commit: the pools and claims as the batch left them, with the hashes of the
+        streams' heads (`tips`) and the pools' chain heads. `loaded`: the pools as the batch
+        found them, to tell a spec the batch applied (the event's own dict, its caller's to
+        change) from the one it read."""
         for name, pool in pools.items():
             before = loaded.get(name)
             if pool.spec is not None and (before is None or pool.spec is not before.spec):
                 pool.spec = self.specs.parse(orjson.dumps(pool.spec).decode())
-            self.pools.put(name, pool, since[name])
+            self.pools.put(name, pool, since[name], chain_heads.get(name))
         for name, state in claims.items():
             pool = pools.get(state.nodepool)
             stream = NodeClaimEvent.stream_of(name)
-            if stream in heads:
-                self.claims.put(name, heads[stream], state, pool.version if pool is not None else -1)
+            if stream in heads and (stream in tips or not heads[stream]):
+                self.claims.put(name, heads[stream], state, pool.version if pool is not None else -1, tips.get(stream))
 
     def forget(self, pools: Iterable[str]) -> None:
         self.pools.forget(pools)

@@ -53,18 +53,23 @@ class LogReader(ABC):
             yield [_recorded(r) for r in rows]
 
     async def read_chained(self, *, batch_size: int = 5000) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every event as `events export` writes it: with its hash and the canonical text its
-        digest is of, so that an exported log verifies without a database."""
+        """Every event as `events export` writes it: with its hash and digest form, the metadata
+        as stored, and for a form-1 digest the canonical text it is of (a form-2 digest is
+        rebuilt from the line), so that an exported log verifies without a database."""
         columns = (
-            f"{sql.EVENT_COLUMNS}, encode(hash, 'hex'), nodewright_event_canonical(event_id, stream_id, version,"
-            " type, schema_version, data, metadata, occurred_at)"
+            f"{sql.EVENT_COLUMNS}, encode(hash, 'hex'), digest_form, CASE WHEN digest_form = 1 AND hash IS NOT NULL"
+            " THEN nodewright_event_canonical(event_id, stream_id, version, type, schema_version, data, metadata,"
+            " occurred_at) END"
         )
         async for rows in self._pages(columns, 0, batch_size):
             out = []
             for r in rows:
                 line = _recorded(r).to_json_dict()
+                line["metadata"] = r[7]
                 if r[10] is not None:
-                    line["hash"], line["canonical"] = r[10], r[11]
+                    line["hash"], line["digest_form"] = r[10], r[11]
+                    if r[12] is not None:
+                        line["canonical"] = r[12]
                 out.append(line)
             yield out
 
@@ -77,11 +82,13 @@ class LogReader(ABC):
         until: datetime | None = None,
         timed: Iterable[str] | None = None,
         snapshot: str | None = None,
+        chain: bool = False,
     ) -> AsyncIterator[Sequence[Sequence[Any]]]:
         """The log as a replay reads it: rows of (position, stream_id, type, data, occurred_at), the
         JSON parsed by orjson as the rows are decoded. With `partition`, only its events; with
         `until`, only events that occurred by then; with `timed`, occurred_at only for those types
-        (None elsewhere: decoding a timestamp costs a replay as much as parsing the payload)."""
+        (None elsewhere: decoding a timestamp costs a replay as much as parsing the payload); with
+        `chain`, followed by what the hash chain's check reads (`shared.policy.chain.ROW`)."""
         where, arguments = "TRUE", []
         if partition is not None:
             where = "(nodepool = ANY($3::text[]) OR ($4 AND CASE WHEN nodepool IS NULL THEN type = ANY($5::text[])"
@@ -94,8 +101,20 @@ class LogReader(ABC):
         if timed is not None:
             arguments.append(sorted(timed))
             at = f"CASE WHEN type = ANY(${len(arguments) + 2}::text[]) THEN occurred_at END"
+        columns = f"position, stream_id, type, data, {at}" + (f", {sql.CHAIN_COLUMNS}" if chain else "")
+        async for rows in self._pages(columns, from_position, batch_size, where, arguments, snapshot):
+            yield rows
+
+    async def unfolded(self, *, snapshot: str | None = None, batch_size: int = 20000) -> AsyncIterator[list[Any]]:
+        """The events no part of a split replay folds (`uncounted`), as the hash chain's check
+        reads them (`shared.policy.chain.ROW`)."""
         async for rows in self._pages(
-            f"position, stream_id, type, data, {at}", from_position, batch_size, where, arguments, snapshot
+            f"position, stream_id, type, data, NULL::timestamptz, {sql.CHAIN_COLUMNS}",
+            0,
+            batch_size,
+            "nodepool IS NULL AND type <> ALL($3::text[])",
+            [sorted(COUNTED_EVENTS)],
+            snapshot,
         ):
             yield rows
 

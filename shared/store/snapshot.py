@@ -81,6 +81,11 @@ class Snapshot:
     """Per pool, the version from which every change to it was this process's own (for memory)."""
     unvouched: tuple[uuid.UUID, ...] = ()
     """Ids the write must find absent: memory cannot know they are new."""
+    tips: Mapping[str, bytes | None] = field(default_factory=dict)
+    """The hash of each stream's head event (None: stored without one); a stream at 0 has none.
+    The write links a stream's next event to it."""
+    chain_heads: Mapping[str, bytes | None] = field(default_factory=dict)
+    """Each pool's `chain_head` at its `version`: the write extends it."""
 
 
 def recall(units: Sequence[Unit], need: Needs, memory: Memory) -> Snapshot | None:
@@ -96,14 +101,17 @@ def recall(units: Sequence[Unit], need: Needs, memory: Memory) -> Snapshot | Non
     since = {name: memory.pools.since(name) for name in need.pools}
     claims: dict[str, ClaimState] = {}
     heads: dict[str, int] = {}
+    tips: dict[str, bytes | None] = {}
     for name in need.claims:
-        version, state, at = memory.claims.get(name)
+        version, state, at, tip = memory.claims.get(name)
         if state is None:
             continue  # not known here: fine only for a claim this batch creates (its stream starts at 0)
         if state.nodepool not in since or at < since[state.nodepool]:
             return None
         claims[name] = state
-        heads[NodeClaimEvent.stream_of(name)] = version
+        stream = NodeClaimEvent.stream_of(name)
+        heads[stream] = version
+        tips[stream] = tip
     unvouched: list[uuid.UUID] = []
     for u in units:
         for a in u:
@@ -115,4 +123,7 @@ def recall(units: Sequence[Unit], need: Needs, memory: Memory) -> Snapshot | Non
             elif a.expected_version is None:
                 unvouched += [e.event_id for e in a.events]
     pools = {name: memory.pools.get(name) for name in need.pools}
-    return Snapshot(Source.MEMORY, pools, claims, heads, since=since, unvouched=tuple(unvouched))
+    chain_heads = {name: memory.pools.chain_head(name) for name in need.pools}
+    return Snapshot(
+        Source.MEMORY, pools, claims, heads, since=since, unvouched=tuple(unvouched), tips=tips, chain_heads=chain_heads
+    )

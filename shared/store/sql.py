@@ -9,6 +9,16 @@ from __future__ import annotations
 
 EVENT_COLUMNS = "position, event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, recorded_at"
 
+CHAIN_COLUMNS = (
+    "version, hash, digest_form, event_id::text, schema_version, metadata,"
+    " CASE WHEN isfinite(occurred_at) THEN (extract(epoch FROM occurred_at) * 1000000)::bigint END,"
+    " CASE WHEN digest_form = 1 AND hash IS NOT NULL THEN convert_to(nodewright_event_canonical(event_id, stream_id,"
+    " version, type, schema_version, data, metadata, occurred_at), 'UTF8') END"
+)
+"""What the chain's check reads of an event beside the replay's columns (`shared.policy.chain.ROW`):
+a form-2 digest is rebuilt by the reader from these and the payload it parses anyway; only a
+form-1 event (migration 0006) needs PostgreSQL to print its canonical text."""
+
 EVENT_ROWS_INSERT = """
 INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at)
     SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at
@@ -17,38 +27,6 @@ INSERT INTO events (event_id, stream_id, version, type, schema_version, data, me
          AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
               metadata jsonb, occurred_at timestamptz)"""
 """The events of a batch, sent as one JSON array (`$1`), inserted in its order (`ORDER BY j.ord`)."""
-
-# The batch with each event's hash (migration 0006): per stream, the chain of the hash of the
-# event before the batch's first (looked up by version; none for a new stream) and the events'
-# digests in version order, so `hash` = sha256(previous hash || digest). `pool` names the pool
-# whose counters the event changes (NULL: none), whose `chain_head` it extends.
-CHAINED_BATCH = """
-batch AS MATERIALIZED (
-    SELECT j.ord, u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata,
-           u.occurred_at, u.pool,
-           nodewright_event_digest(u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data,
-                                   u.metadata, u.occurred_at) AS digest
-    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
-    CROSS JOIN LATERAL jsonb_to_record(j.event)
-         AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
-              metadata jsonb, occurred_at timestamptz, pool text)
-),
-chained AS MATERIALIZED (
-    SELECT w.ord, w.pool, w.hash
-    FROM (
-        SELECT l.ord, l.pool, nodewright_chain(l.x) OVER (PARTITION BY l.stream_id ORDER BY l.version) AS hash
-        FROM (
-            SELECT NULL::bigint AS ord, NULL::text AS pool, f.stream_id, f.version, e.hash AS x
-            FROM (SELECT stream_id, min(version) - 1 AS version FROM batch GROUP BY stream_id) AS f
-            LEFT JOIN LATERAL (
-                SELECT hash FROM events WHERE stream_id = f.stream_id AND version = f.version LIMIT 1
-            ) AS e ON true
-            UNION ALL
-            SELECT ord, pool, stream_id, version, digest FROM batch
-        ) AS l
-    ) AS w
-    WHERE w.ord IS NOT NULL
-)"""
 
 
 # The write, one statement: lock the counter rows of the pools it writes to (in name order) and
@@ -60,20 +38,26 @@ chained AS MATERIALIZED (
 # transaction: an optimistic append then takes two round trips (one when checked from memory),
 # and holds its pool locks only while PostgreSQL runs it.
 def write_statement(chained: bool = True) -> str:
-    """The write; `chained=False` is the write before the hash chain (migration 0006), which
-    `benchmarks/store.py` runs alternately with this one to measure what the chain costs."""
+    """The write; `chained=False` is the write before the hash chain (migration 0006), the
+    baseline `benchmarks/chain.py` measures the chain against."""
     insert = _CHAINED_INSERT if chained else _PLAIN_INSERT
     head = _HEAD if chained else ""
     return _WRITE.replace("{INSERT}", insert).replace("{HEAD}", head)
 
 
-_CHAINED_INSERT = f"""{CHAINED_BATCH},
-ins AS (
-    INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, hash)
-    SELECT b.event_id, b.stream_id, b.version, b.type, b.schema_version, b.data, b.metadata, b.occurred_at, c.hash
-    FROM batch AS b JOIN chained AS c USING (ord)
+# Each event's hash and each pool's new head come computed (`shared.store.write`: digest form 2,
+# migration 0007), as hex: PostgreSQL stores them and computes nothing.
+_CHAINED_INSERT = """ins AS (
+    INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, hash,
+                        digest_form)
+    SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at,
+           decode(u.hash, 'hex'), 2
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
+    CROSS JOIN LATERAL jsonb_to_record(j.event)
+         AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
+              metadata jsonb, occurred_at timestamptz, hash text)
     CROSS JOIN xact
-    ORDER BY b.ord
+    ORDER BY j.ord
     RETURNING position, event_id
 )"""
 _PLAIN_INSERT = f"""ins AS (
@@ -83,11 +67,7 @@ _PLAIN_INSERT = f"""ins AS (
     RETURNING position, event_id
 )"""
 _HEAD = """,
-        chain_head = (
-            SELECT nodewright_chain(t.x ORDER BY t.k)
-            FROM (SELECT 0::bigint AS k, c.chain_head AS x
-                  UNION ALL SELECT h.ord, h.hash FROM chained AS h WHERE h.pool = c.nodepool) AS t
-        )"""
+        chain_head = decode(p.chain_head, 'hex')"""
 _WRITE = """
 WITH locked AS MATERIALIZED (
     SELECT nodepool, version FROM nodepool_counters WHERE nodepool = ANY($3::text[]) ORDER BY nodepool FOR UPDATE
@@ -110,18 +90,20 @@ counters AS (
         updated_at = clock_timestamp(){HEAD}
     FROM jsonb_to_recordset($2::jsonb)
          AS p(nodepool text, spec_changed boolean, spec jsonb, nodes int, in_flight int, initialized int,
-              resources jsonb, disrupting jsonb, by_reason jsonb, replacing jsonb, version bigint, last_event uuid)
+              resources jsonb, disrupting jsonb, by_reason jsonb, replacing jsonb, version bigint, last_event uuid,
+              chain_head text)
     WHERE c.nodepool = p.nodepool AND (SELECT ok FROM unchanged)
 )
 SELECT position, event_id FROM ins
 """
 WRITE = write_statement()
 """The write every append runs (`shared.store.write`)."""
+UNCHAINED_WRITE = write_statement(chained=False)
 
 
 COUNTER_COLUMNS = (
     "nodepool, spec::text AS spec, nodes, in_flight, initialized, resources, disrupting, replacing, version,"
-    " last_position"
+    " last_position, encode(chain_head, 'hex') AS chain_head"
 )
 LOCK_POOLS = (
     f"SELECT {COUNTER_COLUMNS} FROM nodepool_counters WHERE nodepool = ANY($1::text[]) ORDER BY nodepool FOR UPDATE"
@@ -131,21 +113,22 @@ STORED = "@stored"  # the type column of `READ` rows that report an already stor
 # One index probe per id and per stream, whatever the plan cache believes about the table's size
 # (a join or `= ANY ... GROUP BY` planned while the log was small turns into a scan of the whole log
 # later): stored ids, the claims' streams past the version this process knows them at, only the
-# head of the other streams.
+# head of the other streams. Each event's hash comes along: the write links a stream's next event
+# to its head's (`shared.store.write`).
 READ = f"""
-SELECT i.id::text, e.position, '{STORED}', NULL::jsonb
+SELECT i.id::text, e.position, '{STORED}', NULL::jsonb, NULL::bytea
 FROM unnest($1::uuid[]) AS i(id)
 CROSS JOIN LATERAL (SELECT position FROM events WHERE event_id = i.id LIMIT 1) AS e
 UNION ALL
-SELECT s.id, e.version, e.type, e.data
+SELECT s.id, e.version, e.type, e.data, e.hash
 FROM unnest($2::text[], $3::int[]) AS s(id, after)
 CROSS JOIN LATERAL (
-    SELECT version, type, data FROM events WHERE stream_id = s.id AND version > s.after ORDER BY version
+    SELECT version, type, data, hash FROM events WHERE stream_id = s.id AND version > s.after ORDER BY version
 ) AS e
 UNION ALL
-SELECT s.id, h.version, NULL, NULL
+SELECT s.id, h.version, NULL, NULL, h.hash
 FROM unnest($4::text[]) AS s(id)
-CROSS JOIN LATERAL (SELECT version FROM events WHERE stream_id = s.id ORDER BY version DESC LIMIT 1) AS h
+CROSS JOIN LATERAL (SELECT version, hash FROM events WHERE stream_id = s.id ORDER BY version DESC LIMIT 1) AS h
 """
 
 
@@ -155,14 +138,15 @@ WITH locked AS MATERIALIZED (
     SELECT {COUNTER_COLUMNS} FROM nodepool_counters WHERE nodepool = ANY($5::text[]) ORDER BY nodepool FOR UPDATE
 )
 SELECT l.nodepool, l.version, '{POOL}',
-       to_jsonb(l) || jsonb_build_object('seen', (SELECT version FROM nodepool_counters WHERE nodepool = l.nodepool))
+       to_jsonb(l) || jsonb_build_object('seen', (SELECT version FROM nodepool_counters WHERE nodepool = l.nodepool)),
+       NULL::bytea
 FROM locked AS l
 UNION ALL
 {READ}"""
 
 # The optimistic read: the same, without locks, in one snapshot; `WRITE` checks the versions.
 PEEK_AND_READ = f"""
-SELECT l.nodepool, l.version, '{POOL}', to_jsonb(l)
+SELECT l.nodepool, l.version, '{POOL}', to_jsonb(l), NULL::bytea
 FROM (SELECT {COUNTER_COLUMNS} FROM nodepool_counters WHERE nodepool = ANY($5::text[])) AS l
 UNION ALL
 {READ}"""

@@ -1,32 +1,119 @@
 """The one conditional write of an append (`sql.WRITE`): the planned rows and counter rows go in
 only if every pool is still at the version the snapshot had, and no id the snapshot could not
-vouch for is stored; otherwise nothing is written and the caller plans again on a fresh read."""
+vouch for is stored; otherwise nothing is written and the caller plans again on a fresh read.
+
+The write also extends the hash chain (digest form 2, `shared.policy.chain`), computed here from
+what it sends: each event linked to its stream's head as the snapshot knows it, each pool's head
+extended from the snapshot's. Both hold exactly when the write does: a pool's `chain_head` moves
+only with its version, which the statement checks, and a stream's head event never changes, so
+a write after a head this process had wrong collides with the stored version instead."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import asyncpg
 import orjson
 
+from shared.policy.chain import chain_step, stored_canonical
 from shared.policy.resources import format_resources
 from shared.store import sql
+from shared.store.errors import StoreError
 from shared.store.plan import WritePlan
 from shared.store.snapshot import Snapshot
 
 
-async def write_batch(raw: asyncpg.Connection, snapshot: Snapshot, planned: WritePlan) -> dict[uuid.UUID, int] | None:
-    """The positions drawn, by event id; None when the snapshot no longer holds (nothing written)."""
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a committed write leaves for this process to remember."""
+
+    positions: dict[uuid.UUID, int]
+    tips: Mapping[str, bytes | None]
+    """The hash of each stream's head as the write leaves it (the snapshot's, and the batch's)."""
+    chain_heads: Mapping[str, bytes | None]
+    """Each pool's `chain_head` as the write leaves it."""
+
+
+async def write_batch(
+    raw: asyncpg.Connection, snapshot: Snapshot, planned: WritePlan, *, chained: bool = True
+) -> Written | None:
+    """The positions drawn, by event id, and the chain as it now ends; None when the snapshot no
+    longer holds (nothing written). `chained=False` is the write before the hash chain, which
+    `benchmarks/chain.py` runs alternately with this one to measure what the chain costs."""
     rows = planned.rows
     if not rows:  # every unit refused, stored, or a version check alone: nothing to write
-        return {}
-    last_event = {r.pool: r.event.event_id for r in rows if r.pool is not None}
+        return Written({}, snapshot.tips, snapshot.chain_heads)
+    tips = dict(snapshot.tips)
+    chain_heads = dict(snapshot.chain_heads)
+    last_event: dict[str, uuid.UUID] = {}
+    events = []
+    sha256 = hashlib.sha256
+    for r in rows:
+        event = r.event
+        stream, metadata = event.stream_id, event.metadata.to_dict()
+        line = {
+            "event_id": event.event_id,
+            "stream_id": stream,
+            "version": r.version,
+            "type": event.type,
+            "schema_version": event.schema_version,
+            "data": r.data,
+            "metadata": metadata,
+            "occurred_at": event.occurred_at,
+        }
+        if r.pool is not None:
+            last_event[r.pool] = event.event_id
+        if not chained:
+            tips[stream] = None
+            events.append(line)
+            continue
+        text = stored_canonical(
+            event.event_id, stream, r.version, event.type, event.schema_version, event.occurred_at, r.data, metadata
+        )
+        digest = sha256(text).digest()
+        if r.version == 1:
+            own = digest
+        else:
+            if stream not in tips:
+                raise StoreError(f"no hash known for version {r.version - 1} of {stream}: cannot chain the append")
+            previous = tips[stream]
+            own = digest if previous is None else sha256(previous + digest).digest()
+        tips[stream] = own
+        if r.pool is not None:
+            chain_heads[r.pool] = chain_step(chain_heads.get(r.pool), own)
+        line["hash"] = own.hex()
+        events.append(line)
     names = sorted(last_event)
-    counters = []
+    found = await raw.fetch(
+        sql.WRITE if chained else sql.UNCHAINED_WRITE,
+        orjson.dumps(events, option=orjson.OPT_NAIVE_UTC).decode(),
+        orjson.dumps(_counters(snapshot, planned, names, last_event, chain_heads)).decode(),
+        names,
+        [snapshot.pools[n].version for n in names],
+        list(snapshot.unvouched),
+    )
+    if not found:
+        return None
+    return Written({r[1]: r[0] for r in found}, tips, chain_heads)
+
+
+def _counters(
+    snapshot: Snapshot,
+    planned: WritePlan,
+    names: list[str],
+    last_event: Mapping[str, uuid.UUID],
+    chain_heads: Mapping[str, bytes | None],
+) -> list[dict[str, object]]:
+    """The counter rows of the pools the batch counted in, as its plan leaves them."""
+    out = []
     for name in names:
         pool, loaded = planned.pools[name], snapshot.pools[name]
         changed = pool.spec is not loaded.spec
-        counters.append(
+        head = chain_heads[name]
+        out.append(
             {
                 "nodepool": name,
                 "spec_changed": changed,
@@ -40,30 +127,7 @@ async def write_batch(raw: asyncpg.Connection, snapshot: Snapshot, planned: Writ
                 "replacing": pool.replacing,
                 "version": pool.version,
                 "last_event": last_event[name],
+                "chain_head": head.hex() if head is not None else None,
             }
         )
-    events = [
-        {
-            "event_id": r.event.event_id,
-            "stream_id": r.event.stream_id,
-            "version": r.version,
-            "type": r.event.type,
-            "schema_version": r.event.schema_version,
-            "data": r.data,
-            "metadata": r.event.metadata.to_dict(),
-            "occurred_at": r.event.occurred_at,
-            "pool": r.pool,
-        }
-        for r in rows
-    ]
-    found = await raw.fetch(
-        sql.WRITE,
-        orjson.dumps(events, option=orjson.OPT_NAIVE_UTC).decode(),
-        orjson.dumps(counters).decode(),
-        names,
-        [snapshot.pools[n].version for n in names],
-        list(snapshot.unvouched),
-    )
-    if not found:
-        return None
-    return {r[1]: r[0] for r in found}
+    return out

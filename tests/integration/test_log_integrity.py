@@ -11,9 +11,11 @@ from datetime import timedelta
 import pytest
 
 from services.cli.eventlog import audit_database, audit_file, export
+from shared.events import contracts as c
 from shared.policy.chain import read_anchor
+from shared.store import integrity
 from shared.store.eventstore import EventStore
-from tests.factories import T0, created, insert_applied, launched, new
+from tests.factories import T0, applied, created, initialized, insert_applied, launched, new, terminated
 from tests.integration.test_audit import workload
 
 
@@ -179,3 +181,104 @@ def test_an_edited_anchor_is_refused():
         read_anchor({"digest": "00", "pools": {"web": {"events": 3, "head": "ab"}}})
     with pytest.raises(ValueError, match=r"pools\.web must be"):
         read_anchor({"digest": "00", "pools": {"web": {"events": -1, "head": "ab"}}})
+
+
+async def test_numbers_postgresql_prints_otherwise_still_verify(store: EventStore, migrated_url: str, tmp_path):
+    """A payload reads back from jsonb as it went in, except -0.0 (read back 0.0) and a float of
+    1e16 or more (read back in full, an integer): the writer's digest is of what reads back."""
+    await store.append("nodepool-web", None, [new(applied("web"), T0)])
+    prices = [-0.0, 1e16, 1.5e17, 1e23, 1.5e-7, 0.1, 5e-324]
+    options = [c.InstanceTypeOption(name=f"t{i}", capacity={"cpu": "2"}, price=p) for i, p in enumerate(prices)]
+    claim = c.NodeClaimCreated(nodeclaim="odd", nodepool="web", instance_types=options)
+    await store.append(claim.stream_id, 0, [new(claim, T0)])
+    await store.append("nodeclaim-odd", 1, [new(launched("odd", "web"), T0)])
+    result = await audit_database(migrated_url)
+    assert result.chain == [] and result.ok
+    path = tmp_path / "log.jsonl"
+    await export(migrated_url, path)
+    assert audit_file(path).chain == []
+
+
+async def _node(store: EventStore, name: str, pool: str) -> None:
+    """A node's facts as the watcher records them: the first two name its pool, the last none, so
+    the audit's parts split its stream (a pool's part, and the events no part folds)."""
+    for event in (
+        c.NodeRegistered(node=name, provider_id=f"sim:///{name}", nodeclaim=name, nodepool=pool),
+        c.NodeInitialized(node=name, nodeclaim=name, nodepool=pool),
+        c.NodeDeleted(node=name, nodeclaim=name),
+    ):
+        await store.append(event.stream_id, None, [new(event, T0)])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_stream_split_between_the_audits_parts_is_linked_across_them(
+    store: EventStore, migrated_url: str, workers: int
+):
+    await workload(store)
+    for i in range(3):
+        await _node(store, f"web-{i}", "web")
+        await _node(store, f"batch-{i}", "batch")
+    assert await found(migrated_url, workers=workers) == set()
+    middle = await position_of(store, "node-batch-1", 2)
+    await as_maintenance(store, f"DELETE FROM events WHERE position = {middle}")
+    deleted = await position_of(store, "node-batch-1", 3)
+    assert await found(migrated_url, workers=workers) == {(deleted, "node-batch-1", "deleted")}
+    rewritten = await position_of(store, "node-web-2", 3)
+    await as_maintenance(
+        store, f"""UPDATE events SET data = jsonb_set(data, '{{nodeclaim}}', '"other"') WHERE position = {rewritten}"""
+    )
+    assert await found(migrated_url, workers=workers) == {
+        (deleted, "node-batch-1", "deleted"),
+        (rewritten, "node-web-2", "rewritten"),
+    }
+
+
+async def test_a_form_one_event_from_an_older_writer_chains_on_with_the_stores(store: EventStore, migrated_url: str):
+    """An event whose digest PostgreSQL computed (form 1, migration 0006), its pool's head
+    extended as such a writer did: the chain and the head run on across both forms, and this
+    store, whose memory of the stream is now behind, links its next event to it."""
+    await workload(store)
+    stream, version = "nodeclaim-web-2", await store.stream_version("nodeclaim-web-2") + 1
+    async with store.driver_connection() as raw:
+        await raw.execute(
+            """
+            WITH e AS (
+                INSERT INTO events (event_id, stream_id, version, type, data, occurred_at, hash)
+                SELECT n.id, $1, $2, 'NodeClaimDeletionRequested', n.data, n.at,
+                       sha256(p.hash || nodewright_event_digest(n.id, $1, $2, 'NodeClaimDeletionRequested',
+                                                                1::smallint, n.data, '{}'::jsonb, n.at))
+                FROM (SELECT gen_random_uuid() AS id, now() AS at,
+                             '{"nodeclaim": "web-2", "nodepool": "web", "reason": "Manual"}'::jsonb AS data) AS n,
+                     (SELECT hash FROM events WHERE stream_id = $1 AND version = $2 - 1) AS p
+                RETURNING hash
+            )
+            UPDATE nodepool_counters SET chain_head = sha256(chain_head || (SELECT hash FROM e)), version = version + 1
+            WHERE nodepool = 'web'
+            """,
+            stream,
+            version,
+        )
+    assert await found(migrated_url) == set()
+    gone = terminated("web-2", "web")
+    await store.append(stream, None, [new(gone, T0 + timedelta(hours=4))])
+    assert await store.stream_version(stream) == version + 1
+    assert await found(migrated_url) == set()
+
+
+async def test_writers_in_two_processes_keep_one_chain(migrated_url: str):
+    """Two stores (two processes' memories) append to the same pools and claims in turn: each
+    links from what it read after the other moved the pool, never from a stale memory."""
+    one, two = EventStore.connect(migrated_url), EventStore.connect(migrated_url)
+    try:
+        await one.append("nodepool-web", None, [new(applied("web", {"nodes": "50"}), T0)])
+        for i in range(6):
+            writer, other = (one, two) if i % 2 else (two, one)
+            claim = created(f"c{i}", "web")
+            await writer.reserve_launch([claim], occurred_at=T0, producer="a")
+            await other.append(claim.stream_id, 1, [new(launched(f"c{i}", "web"), T0)])
+            await writer.append(claim.stream_id, 2, [new(initialized(f"c{i}", "web"), T0)])
+        assert (await integrity.check(one)).problems == []
+        assert await found(migrated_url) == set()
+    finally:
+        await one.close()
+        await two.close()

@@ -1,7 +1,8 @@
 """The store's contract, run against every path an append can take (chosen by the store's
 constructor, never by patching it): planned from this process's memory, after an unlocked read,
 or with the pools locked for the whole transaction. Each test also checks that its path was the
-one taken."""
+one taken, and that the log's hash chain is intact after it (the write links each event from
+what its snapshot knew)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from shared.policy.counters import BudgetExceeded, InvalidTransition, LimitExceeded, NodeLimitExceeded
+from shared.store import integrity
 from shared.store.eventstore import (
     NO_STREAM,
     Append,
@@ -42,6 +44,7 @@ async def store(request: pytest.FixtureRequest, migrated_url: str) -> AsyncItera
         assert taken.recalled == 0 and taken.read > 0, taken
     else:
         assert taken.recalled == taken.read == 0 and taken.locked > 0, taken
+    assert (await integrity.check(store)).problems == []
     await store.close()
 
 
