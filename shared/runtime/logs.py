@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import sys
-import time
 import traceback
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ import structlog
 import typer
 from structlog.typing import EventDict, WrappedLogger
 
+from shared.clock import SystemClock
 from shared.redaction import MASK, SECRET_KEYS, redact, url_password
 
 FORMAT_ENV = "NODEWRIGHT_LOG_FORMAT"
@@ -169,6 +169,10 @@ def _configured_secrets(environ: Mapping[str, str]) -> set[str]:
     return {s for s in found if s and len(s) >= SHORTEST_SECRET}
 
 
+WALL = SystemClock()
+"""A log line's time when no stdlib record carries one: the wall clock, through the port."""
+
+
 def _karpenter(fmt: LogFormat) -> Any:
     """Level, time, logger, message and commit as zap writes them; an exception as `error` (its
     text) and `stacktrace` (JSON), or as the traceback under the line (text)."""
@@ -176,7 +180,7 @@ def _karpenter(fmt: LogFormat) -> Any:
     def shape(_: WrappedLogger, __: str, ed: EventDict) -> EventDict:
         record: logging.LogRecord | None = ed.pop("_record", None)
         ed.pop("_from_structlog", None)
-        created = record.created if record is not None else time.time()
+        created = record.created if record is not None else WALL.now().timestamp()
         ed["level"] = LEVELS.get(record.levelname, record.levelname) if record is not None else "INFO"
         ed["time"] = _zap_time(created)
         ed.setdefault("logger", record.name if record is not None else "nodewright")

