@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +81,7 @@ class Child:
         return redact(self.log.read_text(errors="replace")[-2000:])
 
 
-def supervise(children: list[Child], say: object) -> None:
+def supervise(children: list[Child], say: Callable[[str], object]) -> None:
     """One round: schedule a restart for each process that died, start those whose backoff is
     over, learn the ports of the ones started again. `say(text)` reports each step."""
     now = time.monotonic()
@@ -95,7 +95,7 @@ def supervise(children: list[Child], say: object) -> None:
                 )
             delay = min(FIRST_BACKOFF * 2 ** (child.failures - 1), MOST_BACKOFF)
             child.restart_at = now + delay
-            say(  # type: ignore[operator]
+            say(
                 f"{child.name} (pid {child.process.pid}) exited with {child.last_exit};"
                 f" restarting in {delay:.0f} s (restart {child.restarts + 1})"
             )
@@ -103,7 +103,7 @@ def supervise(children: list[Child], say: object) -> None:
             child.restart_at = None
             child.restarts += 1
             child.spawn()
-            say(f"restarted {child.name} (pid {child.process.pid})")  # type: ignore[operator]
+            say(f"restarted {child.name} (pid {child.process.pid})")
         if not child.port and child.process.poll() is None:
             with contextlib.suppress(OSError, ValueError):
                 child.port = int(child.port_file.read_text())

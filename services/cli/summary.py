@@ -202,7 +202,9 @@ class _Fold:
         self.blocked_by[(cause, data.get("reason") or "")] += 1
 
 
-def blocked_windows(specs: dict[str, list[tuple[datetime, dict[str, Any]]]], end: datetime, peak: dict[str, int]):
+def blocked_windows(
+    specs: dict[str, list[tuple[datetime, dict[str, Any]]]], end: datetime, peak: dict[str, int]
+) -> list[Window]:
     """Per pool, the spans its budgets (as applied over time) allow no disruption for a reason."""
     out: list[Window] = []
     for name, applied in specs.items():

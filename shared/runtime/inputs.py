@@ -11,7 +11,7 @@ gigabytes): their lines are bounded instead, one at a time.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,19 +79,19 @@ def _decoded(where: Path | str, data: bytes) -> str:
 
 def read_yaml(path: Path, limits: InputLimits | None = None) -> list[Any]:
     """The YAML documents of a file, empty ones left out."""
-    limits = limits_now(limits)
-    text = read_text(path, limits)
-    try:
-        return yaml_documents(text, limits.max_nesting)
-    except LoadError as exc:
-        raise InputError(path, str(exc)) from None
+    return _parsed(path, limits, yaml_documents)
 
 
 def read_json(path: Path, limits: InputLimits | None = None) -> Any:
+    return _parsed(path, limits, json_value)
+
+
+def _parsed(path: Path, limits: InputLimits | None, parse: Callable[[str, int], Any]) -> Any:
+    """The file read within its limits and parsed within the nesting limit; a parse error names it."""
     limits = limits_now(limits)
     text = read_text(path, limits)
     try:
-        return json_value(text, limits.max_nesting)
+        return parse(text, limits.max_nesting)
     except LoadError as exc:
         raise InputError(path, str(exc)) from None
 
