@@ -122,6 +122,9 @@ class Settings(InputLimits):
     """Never printed: a SecretStr shows as '**********'."""
     stream_replicas: int = Field(default=1, ge=1, le=5)
     """Copies JetStream keeps of each message of the deployment's stream: 3 on a 3-node cluster."""
+    sim_world: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,100}$")
+    """The name the sim keeps its world's journal under, so a restarted sim resumes that world
+    (`nodewright up` gives each run a fresh one); unset: one per scenario file's content."""
     nats_credentials: Path | None = None
     """A NATS `.creds` file, instead of a user and password."""
     data_dir: Path = Path(".nodewright")

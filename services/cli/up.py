@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import time
 from collections.abc import Callable, Coroutine
@@ -98,7 +99,12 @@ def _up(
         gate = config.data_dir / GATE
         gate.unlink(missing_ok=True)
         clock = AcceleratedClock(start, speed, gate=gate)
-        env = {**os.environ, "NODEWRIGHT_DATABASE_URL": services_url, **clock.environment()}
+        env = {
+            **os.environ,
+            "NODEWRIGHT_DATABASE_URL": services_url,
+            "NODEWRIGHT_SIM_WORLD": f"{run[0] if run else 'up'}-{secrets.token_hex(4)}",  # resumed by a restart only
+            **clock.environment(),
+        }
         with (
             contextlib.ExitStack() as cleanup,
             children_of.started(config.data_dir, scenario, env, bus, base_port) as children,

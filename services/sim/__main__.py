@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -22,6 +23,9 @@ from shared.runtime.scenarios import load_scenario
 def main(
     scenario: Annotated[Path, typer.Option("--scenario", help="the Scenario file to play")],
     port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0,
+    forget: Annotated[
+        bool, typer.Option("--forget", help="purge the world's journal when stopped (a world for one run)")
+    ] = False,
     log_format: logs.LogFormatOption = None,
 ) -> None:
     logs.configure(log_format)
@@ -34,7 +38,15 @@ def main(
     except ScenarioError as exc:
         logging.getLogger("nodewright").error("the scenario cannot be played: %s", exc)
         raise typer.Exit(2) from None
-    service = SimService(world, config.clock(), BusSettings.from_settings(config), port=port)
+    service = SimService(
+        world,
+        config.clock(),
+        BusSettings.from_settings(config),
+        port=port,
+        world=config.sim_world or world_of(scenario),
+        replicas=config.stream_replicas,
+        forget=forget,
+    )
 
     async def run(stopping: asyncio.Event) -> None:
         try:
@@ -50,6 +62,12 @@ def main(
             (config.data_dir / "sim-score.json").write_text(json.dumps(score))
 
     serve(run)
+
+
+def world_of(scenario: Path) -> str:
+    """Without NODEWRIGHT_SIM_WORLD, one world per scenario: a sim restarted with the same file
+    resumes it."""
+    return "s" + hashlib.sha256(scenario.read_bytes()).hexdigest()[:16]
 
 
 if __name__ == "__main__":

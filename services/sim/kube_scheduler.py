@@ -33,6 +33,10 @@ class KubeScheduler:
     _retry_all: bool
     _full_pass_at: datetime | None
 
+    def queue_state(self) -> tuple[bool, datetime | None, int]:
+        """What a pass may change besides the objects (`World.fingerprint`)."""
+        return self._retry_all, self._full_pass_at, len(self._active)
+
     def schedule(self, now: datetime) -> list[Pod]:
         """Bind pending pods, in queue order (`queue_order`), each to the feasible Ready node with the most
         room left (kube-scheduler's LeastAllocated); mark the others Unschedulable with the

@@ -3,8 +3,9 @@
 Every `tick` the world is advanced to the clock's now and, when anything changed, the new
 resource version is announced on `<deployment>.sim.watch`. Requests on
 `<deployment>.sim.cluster.*` and `.sim.cloud.*` (`shared.adapters.sim` is the client), each from
-a NATS user allowed to send it, first bring the world up to now, then act on it; the loop never
-awaits in the middle of a change, so requests and ticks never interleave.
+a NATS user allowed to send it, first bring the world up to now, then act on it. Each change is
+journaled (`services.sim.journal`) before it is answered or announced, under one lock, so requests
+and ticks never interleave and a restarted sim resumes the world that was seen.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
+import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
+import structlog
+
 from services.sim.cloud import Instance, LaunchRequest
+from services.sim.journal import Journal, Step
 from services.sim.world import World
 from shared.adapters import sim as wire
 from shared.api.core import Requirement, Taint, TaintEffect
@@ -30,18 +35,39 @@ from shared.ports.cluster import ClusterError, Gone, KubeEvent, Snapshot
 from shared.runtime.outages import OUTAGES
 
 TICK_SECONDS = 0.1
-log = logging.getLogger("nodewright.sim")
+log = structlog.get_logger("nodewright.sim")
+READS = frozenset({wire.SNAPSHOT, wire.CHANGES, wire.INSTANCE_TYPES, wire.LIST})
+"""The requests that change nothing, so the journal skips them."""
 
 
 class SimService:
-    def __init__(self, scenario: Scenario, clock: Clock, bus: BusSettings | str, *, port: int = 0) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        clock: Clock,
+        bus: BusSettings | str,
+        *,
+        port: int = 0,
+        world: str | None = None,
+        replicas: int = 1,
+        forget: bool = False,
+    ) -> None:
+        """`world` names the journal a restart resumes (None: a new world nobody resumes);
+        `forget` purges it when the sim is stopped, for a world that lives for one run."""
         self.world = World(scenario)
         self.clock = clock
         self.shell = ServiceShell("sim", bus, port=port)
+        self.world_name = world or f"w{uuid.uuid4().hex}"
+        self.replicas = replicas
+        self.forget = forget
+        self.journal: Journal | None = None
+        self.replayed = 0
+        """The steps a start found in the journal and replayed."""
         self.announced = 0
+        self._lock = asyncio.Lock()
         self._snapshots: dict[str, Snapshot] = {}
         self._tokens = itertools.count(1)
-        routes: dict[str, Callable[[dict[str, Any]], Any]] = {
+        self.routes: dict[str, Callable[[dict[str, Any]], Any]] = {
             wire.SNAPSHOT: self._snapshot,
             wire.CHANGES: lambda body: [
                 c.to_dict()
@@ -69,24 +95,66 @@ class SimService:
             wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),
             wire.LIST: lambda body: [_instance(i) for i in self.world.cloud.running()],
         }
-        for request, route in routes.items():
+        for request in self.routes:
             self.shell.router.subscriber(
                 self.shell.names.sim(request), title=f"sim:{request}", description=f"The sim answers {request}."
-            )(self._answer(route))
+            )(self._answer(request))
+        self.shell.before_start.append(self._restore)
 
-    def _answer(self, route: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+    def _answer(self, request: str) -> Callable[[dict[str, Any]], Any]:
         async def answer(body: dict[str, Any]) -> Any:
-            self._advance()
-            try:
-                result = route(body or {})
-            except (ClusterError, CloudError) as exc:
-                return {"error": {"type": type(exc).__name__, "message": str(exc)}}
-            except (KeyError, TypeError, ValueError) as exc:
-                return {"error": {"type": "BadRequest", "message": f"malformed request: {exc!r}"}}
+            async with self._lock:  # a step is journaled before anything can see what it did
+                steps = self._advance()
+                result = self._call(request, body)
+                if request not in READS:
+                    steps.append(Step(self.world.now, request, body))
+                await self._write(steps)
             await self._announce()
-            return {} if result is None else result
+            return result
 
         return answer
+
+    def _call(self, request: str, body: Any) -> Any:
+        try:
+            result = self.routes[request](body or {})
+        except (ClusterError, CloudError) as exc:
+            return {"error": {"type": type(exc).__name__, "message": str(exc)}}
+        except (KeyError, TypeError, ValueError) as exc:
+            return {"error": {"type": "BadRequest", "message": f"malformed request: {exc!r}"}}
+        return {} if result is None else result
+
+    async def _restore(self) -> None:
+        """Once connected, before answering anything: the journal's stream, and the world an
+        earlier process of this sim left, replayed (once per process: a start tried again after an
+        outage has it already)."""
+        connection = self.shell.connection
+        inbox = f"{self.shell.names.inbox(self.shell.name)}.".encode()
+        journal = Journal(connection.jetstream(), self.shell.names, self.world_name, self.replicas, inbox)
+        await journal.ensure()
+        if self.journal is None:
+            steps = await journal.read()
+            self.replay(steps)
+            if steps:
+                log.info("resumed the world from its journal", world=self.world_name, steps=len(steps))
+        else:
+            journal.written = self.journal.written
+        self.journal = journal
+
+    def replay(self, steps: list[Step]) -> None:
+        """Take the journaled steps again, as they were first taken: an advance changed the world,
+        a request's own advance (unjournaled) changed nothing but the instant."""
+        for step in steps:
+            if step.request is None:
+                self._advance(step.at)
+            else:
+                self.world.resume(step.at)
+                self._call(step.request, step.body)
+        self.replayed += len(steps)
+
+    async def _write(self, steps: list[Step]) -> None:
+        if self.journal is None:
+            raise RuntimeError("the sim acted before its journal was read")
+        await self.journal.write(steps)
 
     def _snapshot(self, body: dict[str, Any]) -> dict[str, Any]:
         """A list in pages (Kubernetes' limit/continue): the first call takes the snapshot, the
@@ -112,12 +180,21 @@ class SimService:
             "continue": f"{token}:{start + limit}" if more else None,
         }
 
-    def _advance(self) -> None:
-        """Bring the world up to the clock; a failing scenario step is logged, never fatal."""
+    def _advance(self, to: datetime | None = None) -> list[Step]:
+        """Bring the world up to the clock (or `to`); a failing scenario step is logged, never
+        fatal. The step to journal, if the advance changed anything but the instant."""
+        before = self.world.fingerprint()
         try:
-            self.world.advance(self.clock.now())
+            self.world.advance(self.clock.now() if to is None else to)
         except (ClusterError, CloudError, KeyError, ValueError):
             log.exception("a scenario step failed; the world goes on")
+        return [Step(self.world.now)] if self.world.fingerprint() != before else []
+
+    async def tick(self) -> None:
+        """The world brought up to the clock, journaled if that changed it, and announced."""
+        async with self._lock:
+            await self._write(self._advance())
+        await self._announce()
 
     async def _announce(self) -> None:
         """A lost announcement only delays the watch: it asks every half second anyway."""
@@ -131,10 +208,12 @@ class SimService:
         await self.shell.start(stopping)
         try:
             while not stopping.is_set():
-                self._advance()
-                await self._announce()
+                await self.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), tick)
+            if self.forget and self.journal is not None:
+                with contextlib.suppress(*OUTAGES):
+                    await self.journal.forget()
         finally:
             await self.shell.stop()
 

@@ -60,6 +60,7 @@ class World:
         self.cluster = SimCluster()
         self._due: list[_Due] = []
         self._seq = itertools.count()
+        self._pushed = 0
         self.launch_latency = scenario.latency("launch")
         self.registration_latency = scenario.latency("registration")
         for pool in scenario.nodepools:
@@ -84,6 +85,7 @@ class World:
 
     def _at(self, at: datetime, run: Callable[[], None]) -> None:
         heapq.heappush(self._due, _Due(at, next(self._seq), run))
+        self._pushed += 1
 
     def advance(self, now: datetime) -> None:
         """Play everything due up to `now`, then let the controllers and the scheduler act."""
@@ -94,6 +96,16 @@ class World:
             self._settle()
         self.now = max(self.now, now)
         self._settle()
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """Equal before and after an `advance` that changed nothing but `now`: every object change
+        moves the resource version, and what else a step can change is here. The sim's journal
+        keeps only the advances that change it (`services.sim.journal`)."""
+        return self.cluster.resource_version, self.cluster.queue_state(), len(self._due), self._pushed
+
+    def resume(self, at: datetime) -> None:
+        """Where an advance that changed nothing left the world: at `at`, as it was."""
+        self.now = max(self.now, at)
 
     def next_due(self) -> datetime | None:
         return self._due[0].at if self._due else None

@@ -84,7 +84,16 @@ def permissions(names: BusNames, service: str) -> Permissions:
     if service == "watcher":
         subscribe.append(names.sim_watch)
     if service == "sim":
-        publish.append(names.sim_watch)
+        journal = names.sim_journal_stream
+        publish += [
+            names.sim_watch,
+            names.sim_journal("*"),
+            "$JS.API.INFO",
+            *(f"$JS.API.STREAM.{verb}.{journal}" for verb in ("INFO", "CREATE", "UPDATE", "PURGE")),
+            f"$JS.API.CONSUMER.CREATE.{journal}",
+            f"$JS.API.CONSUMER.CREATE.{journal}.>",
+            f"$JS.API.CONSUMER.MSG.NEXT.{journal}.>",
+        ]
         subscribe += [names.sim("cluster.>"), names.sim("cloud.>")]
         return Permissions(tuple(publish), tuple(subscribe), responses=True)
     return Permissions(tuple(publish), tuple(subscribe))

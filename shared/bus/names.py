@@ -103,6 +103,15 @@ class BusNames:
     def sim_watch(self) -> str:
         return self.sim("watch")
 
+    @property
+    def sim_journal_stream(self) -> str:
+        """The stream the sim keeps its worlds' journals on (`services.sim.journal`)."""
+        return f"{self.deployment}_SIM"
+
+    def sim_journal(self, world: str) -> str:
+        """`<deployment>.sim.journal.<world>`: one world's steps (`*` for every world)."""
+        return f"{self.deployment}.sim.journal.{world}"
+
     def inbox(self, user: str) -> str:
         """The inbox prefix of a user: replies and push deliveries to it, and nobody else."""
         return f"_INBOX.{self.deployment}.{user}"

@@ -71,9 +71,17 @@ def nodewright(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) 
 
 
 SPEED = 720
-KILLS = [(17, 40, "watcher"), (18, 4, "scheduler"), (18, 28, "disruption"), (18, 52, "termination"), (19, 16, "relay")]
+KILLS = [
+    (17, 40, "watcher"),
+    (18, 4, "scheduler"),
+    (18, 28, "disruption"),
+    (18, 52, "termination"),
+    (19, 16, "relay"),
+    (19, 40, "sim"),
+]
 """In the busiest hours (the drift rollout resumes after the freeze, consolidation, pods bound
-again), each service in turn is killed with SIGKILL; `up` restarts it."""
+again), each service in turn is killed with SIGKILL; `up` restarts it. The sim comes back to the
+world it left from its journal."""
 DATABASE_RESTART = (20, 0)
 
 

@@ -216,7 +216,8 @@ async def bus(nats_server_url: str) -> AsyncIterator[BusSettings]:
     yield settings
     client = await nats.connect(nats_server_url)
     try:
-        with suppress(NotFoundError):
-            await client.jetstream().delete_stream(settings.names.stream)
+        for stream in (settings.names.stream, settings.names.sim_journal_stream):
+            with suppress(NotFoundError):
+                await client.jetstream().delete_stream(stream)
     finally:
         await client.close()

@@ -1,0 +1,161 @@
+"""The sim's journal holds calls, not state: replaying what one sim journaled, in a second sim of
+the same scenario, rebuilds the very same world (objects, resource versions, the watch history,
+instances, counters and what is still due). No bus here: the journal is kept in memory."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.sim.journal import Step
+from services.sim.service import SimService
+from shared.adapters import sim as wire
+from shared.api.scenario import parse_scenario
+from shared.clock import ManualClock
+from tests.conftest import nodepool_doc
+from tests.factories import T0, scenario_doc
+
+POOL = nodepool_doc(**{"metadata.name": "general"})
+SCENARIO = scenario_doc(
+    "journal",
+    duration="3h",
+    cloud={"instanceTypes": 40, "launchLatency": "30s", "registrationLatency": "20s", "interruptions": [{"at": "50m"}]},
+    nodePools=[POOL],
+    daemonSets=[{"name": "agent", "requests": {"cpu": "100m"}}],
+    workloads=[
+        {"name": "web", "replicas": 4, "requests": {"cpu": "1", "memory": "1Gi"}, "pdb": {"maxUnavailable": 1}},
+        {"name": "batch", "replicas": 0, "requests": {"cpu": "2", "memory": "2Gi"}},
+    ],
+    timeline=[
+        {"at": "10m", "scale": {"workload": "batch", "replicas": 12}},
+        {"at": "70m", "nodesNotReady": {"nodepool": "general", "count": 1, "duration": "10m"}},
+        {"at": "90m", "scale": {"workload": "web", "replicas": 1}},
+    ],
+)
+
+
+class MemoryJournal:
+    """What a sim wrote, for a second sim to replay."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.written = 0
+
+    async def write(self, steps: list[Step], stopping: Any = None) -> None:
+        self.steps += steps
+        self.written += bool(steps)
+
+
+def new_sim() -> SimService:
+    sim = SimService(parse_scenario(SCENARIO), ManualClock(parse_scenario(SCENARIO).start), "nats://127.0.0.1:9")
+    sim.journal = MemoryJournal()  # type: ignore[assignment]
+
+    async def unheard() -> None:  # no bus: nobody to announce a version to
+        return None
+
+    sim._announce = unheard  # type: ignore[method-assign]
+    return sim
+
+
+def state(sim: SimService) -> dict[str, Any]:
+    world, cluster = sim.world, sim.world.cluster
+    snapshot = cluster.snapshot()
+    return {
+        "version": snapshot.resource_version,
+        "objects": [o.to_dict() for o in snapshot.objects],
+        "changes": [c.to_dict() for c in cluster.changes],
+        "instances": [(i.provider_id, i.request.nodeclaim, i.state, i.offering) for i in world.cloud.running()],
+        "counters": (cluster.evictions, cluster.forced_deletions, cluster.pdb_violations),
+        "events": sorted(map(str, cluster.events.values())),
+        "due": world.next_due(),
+        "fingerprint": world.fingerprint(),
+        "now": world.now,
+    }
+
+
+Op = tuple[str, int]
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("tick"), st.integers(1, 900)),
+        st.tuples(
+            st.sampled_from(["create", "delete", "evict", "taint", "delete-node", "event", "list"]), st.integers(0, 50)
+        ),
+    ),
+    min_size=5,
+    max_size=60,
+)
+
+
+def request_of(sim: SimService, op: str, n: int) -> tuple[str, dict[str, Any]]:
+    """A request as a service would send it, aimed at whatever the world holds now."""
+    running = sorted(i.provider_id for i in sim.world.cloud.running())
+    pods = sorted(sim.world.cluster.pods)
+    nodes = sorted(sim.world.cluster.nodes)
+    if op == "create":
+        return wire.CREATE, {
+            "nodeclaim": f"general-{n % 12}",
+            "nodepool": "general",
+            "requests": {"cpu": str(1 + n % 8)},
+        }
+    if op == "delete":
+        return wire.DELETE, {"providerID": running[n % len(running)] if running else "sim:///nothing"}
+    if op == "evict":
+        return wire.EVICT, {"pod": pods[n % len(pods)] if pods else "default/nothing"}
+    if op == "taint":
+        node = nodes[n % len(nodes)] if nodes else "nothing"
+        return wire.TAINT, {"node": node, "taint": {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}}
+    if op == "delete-node":
+        return wire.DELETE_NODE, {"node": nodes[n % len(nodes)] if nodes else "nothing"}
+    if op == "event":
+        return wire.EVENT, {
+            "kind": "NodePool",
+            "key": "general",
+            "type": "Normal",
+            "reason": "T",
+            "message": f"m{n % 3}",
+        }
+    return wire.LIST, {}
+
+
+async def play(sim: SimService, ops: list[Op]) -> None:
+    clock = sim.clock
+    for op, n in ops:
+        if op == "tick":
+            clock.advance(timedelta(seconds=n))  # type: ignore[attr-defined]
+            await sim.tick()
+        else:
+            request, body = request_of(sim, op, n)
+            await sim._answer(request)(body)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_a_second_sim_replaying_the_journal_holds_the_same_world(ops):
+    first = new_sim()
+    asyncio.run(play(first, ops))
+    second = new_sim()
+    second.replay(first.journal.steps)  # type: ignore[union-attr]
+    second.world.resume(first.world.now)  # the ticks after the last step changed nothing else
+    assert state(second) == state(first)
+    later = first.world.now + timedelta(minutes=30)
+    assert first._advance(later) == second._advance(later)  # and both go on alike
+    assert state(second) == state(first)
+
+
+def test_the_journal_keeps_changes_not_ticks():
+    """Ticks that change nothing are not written; reads are not written; every request that may
+    change the world is, with its instant."""
+    sim = new_sim()
+    ops = [("tick", 1)] * 5 + [("list", 0), ("create", 1)] + [("tick", 1)] * 5 + [("tick", 120)]
+    asyncio.run(play(sim, ops))
+    steps = sim.journal.steps  # type: ignore[union-attr]
+    requests = [s.request for s in steps if s.request is not None]
+    assert requests == [wire.CREATE]
+    assert len(steps) < len(ops)
+    assert steps[0].request is None and steps[0].at == T0.replace(hour=9) + timedelta(seconds=1)  # pods appear
+    created = next(s for s in steps if s.request == wire.CREATE)
+    assert created.at == T0.replace(hour=9) + timedelta(seconds=5)
