@@ -26,7 +26,7 @@ from shared.events.envelope import RecordedEvent
 from shared.runtime.outages import OUTAGES, Backoff
 from shared.store.eventstore import EventStore, NotLeader
 from shared.store.leader import LeaderLock
-from shared.store.schema import EVENTS_CHANNEL
+from shared.store.sql import EVENTS_CHANNEL
 
 NAME = "relay"
 LEADER_LOCK = 0x6E77_7265_6C61  # "nwrela"

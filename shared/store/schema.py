@@ -37,8 +37,6 @@ NAMING_CONVENTION = {
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 NOW = text("clock_timestamp()")
-EVENTS_CHANNEL = "nodewright_events"
-"""Notified at the commit of every statement that inserts events (migration 0003)."""
 EVENT_NODEPOOL = "CASE WHEN jsonb_typeof(data -> 'nodepool') = 'string' THEN data ->> 'nodepool' END"
 
 events = Table(

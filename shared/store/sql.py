@@ -7,6 +7,10 @@ that is enough). The reads fetch what a snapshot needs in one round trip.
 
 from __future__ import annotations
 
+EVENTS_CHANNEL = "nodewright_events"
+"""Notified at the commit of every statement that inserts events (migration 0003); the relay
+listens on it."""
+
 EVENT_COLUMNS = "position, event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, recorded_at"
 
 CHAIN_COLUMNS = (
