@@ -118,7 +118,7 @@ def started(
     first: the others talk to it as soon as they start; the relay next, which makes the stream
     the others consume."""
     commands = {
-        "sim": ["-m", "services.sim", "--scenario", str(scenario), "--forget"],
+        "sim": ["-m", "services.sim", "--scenario", str(scenario)],
         "relay": ["-m", "services.relay"],
         "watcher": ["-m", "services.watcher"],
         "scheduler": ["-m", "services.scheduler"],

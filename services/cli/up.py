@@ -35,11 +35,13 @@ from rich.table import Table
 from services.cli import children as children_of
 from services.cli.children import Child
 from services.cli.eventlog import migrate
+from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
 from shared.config import Settings
 from shared.runtime import loop, runs
-from shared.runtime.bus import local_bus
+from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
+from shared.runtime.outages import OUTAGES
 from shared.runtime.servers import local_database_url
 from shared.store.eventstore import EventStore
 from shared.store.migrate import WRITER, member_login
@@ -99,23 +101,36 @@ def _up(
         gate = config.data_dir / GATE
         gate.unlink(missing_ok=True)
         clock = AcceleratedClock(start, speed, gate=gate)
+        world = f"{run[0] if run else 'up'}-{secrets.token_hex(4)}"  # the sim resumes it after a crash only
         env = {
             **os.environ,
             "NODEWRIGHT_DATABASE_URL": services_url,
-            "NODEWRIGHT_SIM_WORLD": f"{run[0] if run else 'up'}-{secrets.token_hex(4)}",  # resumed by a restart only
+            "NODEWRIGHT_SIM_WORLD": world,
             **clock.environment(),
         }
-        with (
-            contextlib.ExitStack() as cleanup,
-            children_of.started(config.data_dir, scenario, env, bus, base_port) as children,
-        ):
-            for child in children:
-                console.print(f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}")
-            clock.open()  # every process is ready: the scenario's time starts now, for all of them
-            shared = write_clock(config.data_dir, clock)
-            cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))
-            view = loop.run(_watch(database_url, children, clock, run_for, live, console))
+        try:
+            with (
+                contextlib.ExitStack() as cleanup,
+                children_of.started(config.data_dir, scenario, env, bus, base_port) as children,
+            ):
+                for child in children:
+                    console.print(
+                        f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}"
+                    )
+                clock.open()  # every process is ready: the scenario's time starts now, for all of them
+                shared = write_clock(config.data_dir, clock)
+                cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))
+                view = loop.run(_watch(database_url, children, clock, run_for, live, console))
+        finally:  # every process has stopped: nothing will resume this run's world
+            _forget_world(bus, world, console)
         return view, (loop.run(then(database_url)) if then is not None else None)
+
+
+def _forget_world(bus: LocalBus, world: str, console: Console) -> None:
+    try:
+        loop.run(forget_sim_world(bus.acting_as("sim"), world))
+    except OUTAGES as exc:
+        console.print(f"the sim's journal of world {world} was kept: {exc!r}")
 
 
 async def _watch(

@@ -11,8 +11,9 @@ from typing import Annotated
 
 import typer
 
+from services.sim.journal import JOURNAL_FORMAT
 from services.sim.service import SimService
-from shared.api.scenario import ScenarioError
+from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
 from shared.config import settings
 from shared.runtime import logs
@@ -23,9 +24,6 @@ from shared.runtime.scenarios import load_scenario
 def main(
     scenario: Annotated[Path, typer.Option("--scenario", help="the Scenario file to play")],
     port: Annotated[int, typer.Option("--port", help="health and metrics port (0: any free one)")] = 0,
-    forget: Annotated[
-        bool, typer.Option("--forget", help="purge the world's journal when stopped (a world for one run)")
-    ] = False,
     log_format: logs.LogFormatOption = None,
 ) -> None:
     logs.configure(log_format)
@@ -43,9 +41,8 @@ def main(
         config.clock(),
         BusSettings.from_settings(config),
         port=port,
-        world=config.sim_world or world_of(scenario),
+        world=config.sim_world or world_of(world),
         replicas=config.stream_replicas,
-        forget=forget,
     )
 
     async def run(stopping: asyncio.Event) -> None:
@@ -64,10 +61,17 @@ def main(
     serve(run)
 
 
-def world_of(scenario: Path) -> str:
-    """Without NODEWRIGHT_SIM_WORLD, one world per scenario: a sim restarted with the same file
-    resumes it."""
-    return "s" + hashlib.sha256(scenario.read_bytes()).hexdigest()[:16]
+def world_of(scenario: Scenario) -> str:
+    """Without NODEWRIGHT_SIM_WORLD, one world per scenario as loaded (its NodePool files too) and
+    per journal format: a sim restarted on the same scenario resumes it; a changed one starts anew
+    rather than replaying old calls into a different world."""
+    content = [
+        JOURNAL_FORMAT,
+        scenario.document.model_dump(mode="json", by_alias=True),
+        [pool.to_dict() for pool in scenario.nodepools],
+        {index: pool.to_dict() for index, pool in sorted(scenario.timeline_nodepools.items())},
+    ]
+    return "s" + hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 if __name__ == "__main__":

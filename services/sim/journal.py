@@ -5,7 +5,8 @@ The world is deterministic (`services.sim.world`): the same scenario and the sam
 same instants give the same world. So the journal holds calls, not state: every advance of the
 clock that changed anything, and every request that may change the world, each with its instant.
 A step is written, and acknowledged by JetStream, before anyone can see what it did (a reply, an
-announcement, a later read), so a restart replays at least everything that was seen. The world's
+announcement, a later read), so a restart replays at least everything that was seen; a step the
+journal refuses ends the process (`JournalBroken`), whose restart replays what was kept. The world's
 journal is one subject of the deployment's `<deployment>_SIM` stream, named by `NODEWRIGHT_SIM_WORLD`
 (`nodewright up` gives every run a fresh one). More in docs/guide.md, "The sim's journal".
 """
@@ -14,17 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from shared.bus.names import MSG_ID, BusNames
 from shared.runtime.outages import OUTAGES, Backoff
 
+log = structlog.get_logger("nodewright.sim")
+EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
+
+JOURNAL_FORMAT = 1
+"""Raised when what a step means changes (the world's rules, a request's body): a world named
+after its scenario (`services.sim.__main__.world_of`) is then a new one."""
 FETCH = 500
 """Steps read per request while replaying."""
 FETCH_TIMEOUT = 2.0
@@ -59,9 +68,17 @@ def journal_config(names: BusNames, replicas: int = 1) -> StreamConfig:
     )
 
 
+class JournalBroken(RuntimeError):
+    """The journal refuses this sim's next step (another writer extended it, the stream is gone):
+    the world in memory can no longer be trusted to be the journal's, so the process stops and
+    its restart replays the journal."""
+
+
 class Journal:
-    """Appends a world's steps in order and reads them back; `written` counts the messages, and
-    is each one's id, so a publish retried after a lost acknowledgement is kept once."""
+    """Appends a world's steps in order and reads them back. Each append expects the sequence of
+    the world's last message (`Nats-Expected-Last-Subject-Sequence`), so a second writer (a sim
+    killed while its write was on the way, two sims on one world) fences the other out instead of
+    interleaving; the message id, unique to this process, keeps a retried append once."""
 
     def __init__(
         self, js: JetStreamContext, names: BusNames, world: str, replicas: int = 1, inbox: bytes | None = None
@@ -73,7 +90,12 @@ class Journal:
         self.world = world
         self.subject = names.sim_journal(world)
         self.replicas = replicas
+        self.process = uuid.uuid4().hex[:12]
         self.written = 0
+        self.last = 0
+        """The stream sequence of the world's newest message (0: none)."""
+        self.failing: str | None = None
+        """Why the last append is still being tried, for readiness."""
 
     async def ensure(self) -> None:
         """The stream exists with this deployment's replicas."""
@@ -102,28 +124,43 @@ class Journal:
             while messages < expected:
                 for message in await sub.fetch(FETCH, timeout=FETCH_TIMEOUT):
                     messages += 1
+                    self.last = message.metadata.sequence.stream
                     steps.extend(Step.from_dict(s) for s in json.loads(message.data))
         finally:
             await sub.unsubscribe()
-        self.written = messages
         return steps
 
     async def write(self, steps: list[Step], stopping: asyncio.Event | None = None) -> None:
         """Append `steps` as one message, tried until JetStream acknowledges it: the world stands
-        still meanwhile (a NATS restart, a stream leader elected)."""
+        still meanwhile (a NATS restart, a stream leader elected). Raises JournalBroken when the
+        journal refuses it for good."""
         if not steps:
             return
         data = json.dumps([s.to_dict() for s in steps], separators=(",", ":")).encode()
-        msg_id = f"{self.names.deployment}:{self.world}:{self.written + 1}"
-        backoff = Backoff(0.1, 2.0)
+        headers = {
+            MSG_ID: f"{self.names.deployment}:{self.world}:{self.process}:{self.written + 1}",
+            EXPECTED_LAST: str(self.last),
+        }
+        backoff, tries = Backoff(0.1, 2.0), 0
         while True:
             try:
-                await self.js.publish(self.subject, data, headers={MSG_ID: msg_id})
+                ack = await self.js.publish(self.subject, data, headers=headers)
                 break
-            except OUTAGES:
-                if stopping is not None and stopping.is_set():
-                    raise
-                await backoff.wait(stopping)
+            except ServiceUnavailableError as exc:  # no leader yet: an election
+                why: Exception = exc
+            except APIError as exc:
+                raise JournalBroken(f"the journal of world {self.world} refused a step: {exc}") from exc
+            except OUTAGES as exc:
+                why = exc
+            if stopping is not None and stopping.is_set():
+                raise JournalBroken(f"stopped while a step of world {self.world} was not journaled: {why!r}")
+            tries += 1
+            self.failing = f"the journal does not take steps ({tries} tries): {why!r}"
+            if tries == 1 or tries % 10 == 0:
+                log.warning("the sim's journal does not take a step; the world stands still", error=repr(why))
+            await backoff.wait(stopping)
+        self.failing = None
+        self.last = ack.seq
         self.written += 1
 
     async def forget(self) -> None:

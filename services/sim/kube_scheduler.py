@@ -45,7 +45,9 @@ class KubeScheduler:
         Returns the pods bound."""
         due = self._full_pass_at is None or now - self._full_pass_at >= UNSCHEDULABLE_BACKOFF
         if self._retry_all or due:
-            queue, self._full_pass_at = self.pending(), now
+            queue = self.pending()
+            if queue:  # with nothing pending, no pass: the sim's journal keeps an idle world's ticks out
+                self._full_pass_at = now
         else:
             queue = [p for p in self._active.values() if p.node_name is None]
         self._retry_all = False

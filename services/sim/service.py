@@ -13,15 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
+import os
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
 from services.sim.cloud import Instance, LaunchRequest
-from services.sim.journal import Journal, Step
+from services.sim.journal import Journal, JournalBroken, Step
 from services.sim.world import World
 from shared.adapters import sim as wire
 from shared.api.core import Requirement, Taint, TaintEffect
@@ -50,16 +52,13 @@ class SimService:
         port: int = 0,
         world: str | None = None,
         replicas: int = 1,
-        forget: bool = False,
     ) -> None:
-        """`world` names the journal a restart resumes (None: a new world nobody resumes);
-        `forget` purges it when the sim is stopped, for a world that lives for one run."""
+        """`world` names the journal a restart resumes (None: a new world nobody resumes)."""
         self.world = World(scenario)
         self.clock = clock
         self.shell = ServiceShell("sim", bus, port=port)
         self.world_name = world or f"w{uuid.uuid4().hex}"
         self.replicas = replicas
-        self.forget = forget
         self.journal: Journal | None = None
         self.replayed = 0
         """The steps a start found in the journal and replayed."""
@@ -67,6 +66,8 @@ class SimService:
         self._lock = asyncio.Lock()
         self._snapshots: dict[str, Snapshot] = {}
         self._tokens = itertools.count(1)
+        self._token_prefix = f"s{uuid.uuid4().hex[:8]}-"  # a restarted sim never honours an old list's token
+        self._stopping: asyncio.Event | None = None
         self.routes: dict[str, Callable[[dict[str, Any]], Any]] = {
             wire.SNAPSHOT: self._snapshot,
             wire.CHANGES: lambda body: [
@@ -100,15 +101,19 @@ class SimService:
                 self.shell.names.sim(request), title=f"sim:{request}", description=f"The sim answers {request}."
             )(self._answer(request))
         self.shell.before_start.append(self._restore)
+        self.shell.readiness.append(self._journal_takes_steps)
 
     def _answer(self, request: str) -> Callable[[dict[str, Any]], Any]:
         async def answer(body: dict[str, Any]) -> Any:
             async with self._lock:  # a step is journaled before anything can see what it did
-                steps = self._advance()
-                result = self._call(request, body)
-                if request not in READS:
-                    steps.append(Step(self.world.now, request, body))
-                await self._write(steps)
+                try:
+                    steps = self._advance()
+                    result = self._call(request, body)
+                    if request not in READS:
+                        steps.append(Step(self.world.now, request, body))
+                    await self._write(steps)
+                except Exception as exc:  # the world may hold what the journal does not
+                    _untrusted(exc)
             await self._announce()
             return result
 
@@ -119,7 +124,7 @@ class SimService:
             result = self.routes[request](body or {})
         except (ClusterError, CloudError) as exc:
             return {"error": {"type": type(exc).__name__, "message": str(exc)}}
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             return {"error": {"type": "BadRequest", "message": f"malformed request: {exc!r}"}}
         return {} if result is None else result
 
@@ -127,17 +132,18 @@ class SimService:
         """Once connected, before answering anything: the journal's stream, and the world an
         earlier process of this sim left, replayed (once per process: a start tried again after an
         outage has it already)."""
-        connection = self.shell.connection
+        js = self.shell.connection.jetstream()
+        if self.journal is not None:
+            self.journal.js = js
+            await self.journal.ensure()
+            return
         inbox = f"{self.shell.names.inbox(self.shell.name)}.".encode()
-        journal = Journal(connection.jetstream(), self.shell.names, self.world_name, self.replicas, inbox)
+        journal = Journal(js, self.shell.names, self.world_name, self.replicas, inbox)
         await journal.ensure()
-        if self.journal is None:
-            steps = await journal.read()
-            self.replay(steps)
-            if steps:
-                log.info("resumed the world from its journal", world=self.world_name, steps=len(steps))
-        else:
-            journal.written = self.journal.written
+        steps = await journal.read()
+        self.replay(steps)
+        if steps:
+            log.info("resumed the world from its journal", world=self.world_name, steps=len(steps))
         self.journal = journal
 
     def replay(self, steps: list[Step]) -> None:
@@ -154,7 +160,10 @@ class SimService:
     async def _write(self, steps: list[Step]) -> None:
         if self.journal is None:
             raise RuntimeError("the sim acted before its journal was read")
-        await self.journal.write(steps)
+        await self.journal.write(steps, self._stopping)
+
+    async def _journal_takes_steps(self) -> str | None:
+        return self.journal.failing if self.journal is not None else "the journal is not read yet"
 
     def _snapshot(self, body: dict[str, Any]) -> dict[str, Any]:
         """A list in pages (Kubernetes' limit/continue): the first call takes the snapshot, the
@@ -165,7 +174,7 @@ class SimService:
             token, _, offset = str(body["continue"]).partition(":")
             start = int(offset)
         else:
-            token = f"s{next(self._tokens)}"
+            token = f"{self._token_prefix}{next(self._tokens)}"
             self._snapshots = {token: self.world.cluster.snapshot()}  # one list at a time is plenty
         snapshot = self._snapshots.get(token)
         if snapshot is None:
@@ -193,7 +202,10 @@ class SimService:
     async def tick(self) -> None:
         """The world brought up to the clock, journaled if that changed it, and announced."""
         async with self._lock:
-            await self._write(self._advance())
+            try:
+                await self._write(self._advance())
+            except Exception as exc:  # the world may hold what the journal does not
+                _untrusted(exc)
         await self._announce()
 
     async def _announce(self) -> None:
@@ -205,17 +217,27 @@ class SimService:
                 await self.shell.broker.publish({"resourceVersion": version}, self.shell.names.sim_watch)
 
     async def run(self, stopping: asyncio.Event, tick: float = TICK_SECONDS) -> None:
+        self._stopping = stopping
         await self.shell.start(stopping)
         try:
             while not stopping.is_set():
                 await self.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), tick)
-            if self.forget and self.journal is not None:
-                with contextlib.suppress(*OUTAGES):
-                    await self.journal.forget()
         finally:
             await self.shell.stop()
+
+
+def _untrusted(exc: BaseException) -> NoReturn:
+    """A step the journal did not take (refused, or cut short by a bug) leaves a world in memory
+    that a restart would not rebuild: stop at once, before anyone sees it; the restart replays."""
+    log.critical(
+        "the sim's world is ahead of its journal; exiting so that a restart replays the journal",
+        error=repr(exc),
+        exc_info=not isinstance(exc, JournalBroken),
+    )
+    logging.shutdown()
+    os._exit(3)
 
 
 def _launch_request(body: dict[str, Any]) -> LaunchRequest:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
+import nats
 from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
 
 DUPLICATE_WINDOW_SECONDS = 600.0
@@ -46,3 +50,14 @@ async def ensure_stream(
         or (current.num_replicas or 1) != replicas
     ):
         await js.update_stream(config)
+
+
+async def forget_sim_world(bus: BusSettings, world: str) -> None:
+    """Purge one world's journal from the sim's stream (`services.sim.journal`), as the sim's
+    user: `nodewright up` does, once its sim has stopped, for a world that lived for one run."""
+    nc = await nats.connect(**bus.nats_options("sim", persistent=False))
+    try:
+        with contextlib.suppress(NotFoundError):
+            await nc.jetstream().purge_stream(bus.names.sim_journal_stream, subject=bus.names.sim_journal(world))
+    finally:
+        await nc.close()

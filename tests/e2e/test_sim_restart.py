@@ -19,6 +19,7 @@ from nats.js.errors import NotFoundError
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
+from shared.bus.streams import forget_sim_world
 from tests.conftest import nodepool_doc
 from tests.e2e.processes import Service, System, cli_environment
 from tests.factories import scenario_doc
@@ -111,7 +112,7 @@ def test_a_sim_killed_with_sigkill_resumes_the_world_it_was_seen_in(tmp_path: Pa
 
             first.kill()
             system.env = env | {"PYTHONHASHSEED": "2"}
-            second = system.start("sim", "--scenario", str(scenario), "--forget")
+            second = system.start("sim", "--scenario", str(scenario))
             ready(second)
 
             again = await history(client)
@@ -122,8 +123,9 @@ def test_a_sim_killed_with_sigkill_resumes_the_world_it_was_seen_in(tmp_path: Pa
             assert fresh["providerID"] not in {i["providerID"] for i in instances}
         finally:
             await client.close()
+        system.stop()  # SIGTERM: the world is kept, for a sim started again
         assert await journal_steps(nats_server_url, names, "kept") > 0
-        system.stop()  # SIGTERM: a sim started with --forget drops its world's journal
+        await forget_sim_world(bus, "kept")  # as `nodewright up` does once a run's sim has stopped
         assert await journal_steps(nats_server_url, names, "kept") == 0
 
     try:

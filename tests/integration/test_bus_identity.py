@@ -14,6 +14,7 @@ import nats
 import nats.errors
 import pytest
 
+from services.sim.journal import Journal, Step
 from services.sim.service import SimService
 from shared.adapters.sim import SimClient
 from shared.api.scenario import parse_scenario
@@ -24,7 +25,7 @@ from shared.bus.names import MSG_ID, POSITION, BusNames
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.relay import OutboxRelay
 from shared.bus.service import ServiceShell
-from shared.bus.streams import ensure_stream
+from shared.bus.streams import ensure_stream, forget_sim_world
 from shared.clock import ManualClock
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
@@ -200,3 +201,23 @@ def test_the_generated_configuration_leaves_out_a_user_without_a_password(tmp_pa
     del identities["default-cli"]
     assert "default-cli" not in server_config([NAMES], identities)
     assert "default-relay" in server_config([NAMES], identities)
+
+
+async def test_the_sim_keeps_reads_and_purges_its_journal_as_itself(secured: SessionBus):
+    """Everything the journal does, as the sim's user: the stream made, steps written and read
+    back by a consumer of its own (a restart's replay), and `up`'s purge at the end of a run."""
+    bus = secured.acting_as("sim")
+    nc, said = await as_service(bus, "sim")
+    try:
+        js = nc.jetstream()
+        inbox = f"{NAMES.inbox('sim')}.".encode()
+        first = Journal(js, NAMES, "identity", inbox=inbox)
+        await first.ensure()
+        await first.write([Step(T0), Step(T0, "cloud.create", {"nodeclaim": "a"})])
+        again = Journal(js, NAMES, "identity", inbox=inbox)
+        assert [s.request for s in await again.read()] == [None, "cloud.create"]
+        await forget_sim_world(bus, "identity")
+        assert await Journal(js, NAMES, "identity", inbox=inbox).read() == []
+        assert said == []
+    finally:
+        await nc.close()

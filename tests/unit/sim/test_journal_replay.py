@@ -5,6 +5,7 @@ instances, counters and what is still due). No bus here: the journal is kept in 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -39,19 +40,24 @@ SCENARIO = scenario_doc(
 
 
 class MemoryJournal:
-    """What a sim wrote, for a second sim to replay."""
+    """What a sim wrote, as the JSON it would publish, for a second sim to replay."""
 
     def __init__(self) -> None:
-        self.steps: list[Step] = []
-        self.written = 0
+        self.messages: list[str] = []
+        self.failing = None
 
     async def write(self, steps: list[Step], stopping: Any = None) -> None:
-        self.steps += steps
-        self.written += bool(steps)
+        if steps:
+            self.messages.append(json.dumps([s.to_dict() for s in steps]))
+
+    @property
+    def steps(self) -> list[Step]:
+        return [Step.from_dict(raw) for message in self.messages for raw in json.loads(message)]
 
 
-def new_sim() -> SimService:
-    sim = SimService(parse_scenario(SCENARIO), ManualClock(parse_scenario(SCENARIO).start), "nats://127.0.0.1:9")
+def new_sim(document: dict[str, Any] = SCENARIO) -> SimService:
+    scenario = parse_scenario(document)
+    sim = SimService(scenario, ManualClock(scenario.start), "nats://127.0.0.1:9")
     sim.journal = MemoryJournal()  # type: ignore[assignment]
 
     async def unheard() -> None:  # no bus: nobody to announce a version to
@@ -78,12 +84,13 @@ def state(sim: SimService) -> dict[str, Any]:
 
 
 Op = tuple[str, int]
+REQUESTS = ["create", "delete", "evict", "taint", "untaint", "label", "annotate", "delete-pod", "delete-node"]
+REQUESTS += ["condition", "event", "list", "snapshot", "malformed"]
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("tick"), st.integers(1, 900)),
-        st.tuples(
-            st.sampled_from(["create", "delete", "evict", "taint", "delete-node", "event", "list"]), st.integers(0, 50)
-        ),
+        st.tuples(st.just("wait"), st.integers(1, 900)),  # time passes with no tick: a request's own advance acts
+        st.tuples(st.sampled_from(REQUESTS), st.integers(0, 50)),
     ),
     min_size=5,
     max_size=60,
@@ -108,6 +115,32 @@ def request_of(sim: SimService, op: str, n: int) -> tuple[str, dict[str, Any]]:
     if op == "taint":
         node = nodes[n % len(nodes)] if nodes else "nothing"
         return wire.TAINT, {"node": node, "taint": {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}}
+    if op == "untaint":
+        return wire.UNTAINT, {"node": nodes[n % len(nodes)] if nodes else "nothing", "key": "karpenter.sh/disrupted"}
+    if op == "label":
+        return wire.LABEL_NODE, {"node": nodes[n % len(nodes)] if nodes else "nothing", "labels": {"l": str(n)}}
+    if op == "annotate":
+        annotations = {"karpenter.sh/do-not-disrupt": "true"}
+        return wire.ANNOTATE_NODECLAIM, {
+            "nodeclaim": f"general-{n % 12}",
+            "nodepool": "general",
+            "annotations": annotations,
+        }
+    if op == "delete-pod":
+        body = {"pod": pods[n % len(pods)] if pods else "default/nothing"}
+        return wire.DELETE_POD, body | ({"gracePeriodSeconds": 0} if n % 2 else {})
+    if op == "condition":
+        condition = {
+            "type": "ValidationSucceeded",
+            "status": "True" if n % 2 else "False",
+            "reason": "T",
+            "message": "",
+        }
+        return wire.NODEPOOL_CONDITION, {"nodepool": "general", "condition": condition}
+    if op == "snapshot":
+        return wire.SNAPSHOT, {"limit": 5}
+    if op == "malformed":
+        return [wire.TAINT, wire.CREATE, wire.EVICT][n % 3], {"unexpected": n}
     if op == "delete-node":
         return wire.DELETE_NODE, {"node": nodes[n % len(nodes)] if nodes else "nothing"}
     if op == "event":
@@ -124,9 +157,10 @@ def request_of(sim: SimService, op: str, n: int) -> tuple[str, dict[str, Any]]:
 async def play(sim: SimService, ops: list[Op]) -> None:
     clock = sim.clock
     for op, n in ops:
-        if op == "tick":
+        if op in ("tick", "wait"):
             clock.advance(timedelta(seconds=n))  # type: ignore[attr-defined]
-            await sim.tick()
+            if op == "tick":
+                await sim.tick()
         else:
             request, body = request_of(sim, op, n)
             await sim._answer(request)(body)
@@ -159,3 +193,21 @@ def test_the_journal_keeps_changes_not_ticks():
     assert steps[0].request is None and steps[0].at == T0.replace(hour=9) + timedelta(seconds=1)  # pods appear
     created = next(s for s in steps if s.request == wire.CREATE)
     assert created.at == T0.replace(hour=9) + timedelta(seconds=5)
+
+
+def test_an_idle_world_writes_nothing_however_long_it_ticks():
+    """Once every pod is bound (or none can be), ticks change nothing the journal keeps: at
+    `nodewright up`'s 720x, a tick is 72 simulated seconds."""
+    quiet = scenario_doc(
+        "quiet",
+        duration="3h",
+        cloud={"instanceTypes": 40},
+        nodePools=[POOL],
+        workloads=[{"name": "web", "replicas": 3, "requests": {"cpu": "1", "memory": "1Gi"}}],
+    )
+    sim = new_sim(quiet)
+    asyncio.run(play(sim, [("create", 7)] + [("tick", 300)] * 4))
+    assert not sim.world.cluster.pending()
+    written = len(sim.journal.messages)  # type: ignore[union-attr]
+    asyncio.run(play(sim, [("tick", 72)] * 50))
+    assert len(sim.journal.messages) == written  # type: ignore[union-attr]
