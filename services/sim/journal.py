@@ -30,6 +30,8 @@ from shared.runtime.outages import OUTAGES, Backoff
 
 log = structlog.get_logger("nodewright.sim")
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code for a message whose expected last subject sequence is not the last."""
 
 JOURNAL_FORMAT = 1
 """Raised when what a step means changes (the world's rules, a request's body): a world named
@@ -144,7 +146,17 @@ class Journal:
         backoff, tries = Backoff(0.1, 2.0), 0
         while True:
             try:
-                ack = await self.js.publish(self.subject, data, headers=headers)
+                try:
+                    ack = await self.js.publish(self.subject, data, headers=headers)
+                    landed = ack.seq
+                except APIError as exc:
+                    if exc.err_code != WRONG_LAST_SEQUENCE or isinstance(exc, ServiceUnavailableError):
+                        raise
+                    # an earlier try of this very step may have landed with its answer lost
+                    # (JetStream checks the expected sequence before the message id)
+                    landed = await self._landed(headers[MSG_ID])
+                    if landed is None:
+                        raise JournalBroken(f"the journal of world {self.world} refused a step: {exc}") from exc
                 break
             except ServiceUnavailableError as exc:  # no leader yet: an election
                 why: Exception = exc
@@ -160,8 +172,13 @@ class Journal:
                 log.warning("the sim's journal does not take a step; the world stands still", error=repr(why))
             await backoff.wait(stopping)
         self.failing = None
-        self.last = ack.seq
+        self.last = landed
         self.written += 1
+
+    async def _landed(self, msg_id: str) -> int | None:
+        """The sequence of the world's newest message if it is the one `msg_id` names."""
+        newest = await self.js.get_last_msg(self.names.sim_journal_stream, self.subject)
+        return newest.seq if (newest.headers or {}).get(MSG_ID) == msg_id else None
 
     async def forget(self) -> None:
         """Drop this world's steps: a world that lived for one run is not resumed."""

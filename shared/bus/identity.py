@@ -89,7 +89,7 @@ def permissions(names: BusNames, service: str) -> Permissions:
             names.sim_watch,
             names.sim_journal("*"),
             "$JS.API.INFO",
-            *(f"$JS.API.STREAM.{verb}.{journal}" for verb in ("INFO", "CREATE", "UPDATE", "PURGE")),
+            *(f"$JS.API.STREAM.{verb}.{journal}" for verb in ("INFO", "CREATE", "UPDATE", "PURGE", "MSG.GET")),
             f"$JS.API.CONSUMER.CREATE.{journal}",
             f"$JS.API.CONSUMER.CREATE.{journal}.>",
             f"$JS.API.CONSUMER.MSG.NEXT.{journal}.>",

@@ -4,13 +4,15 @@ rather than interleaved."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import nats
 import pytest
 
-from services.sim.journal import Journal, JournalBroken, Step
+from services.sim.journal import EXPECTED_LAST, Journal, JournalBroken, Step
 from shared.bus.connection import BusSettings
+from shared.bus.names import MSG_ID
 from tests.factories import T0
 
 
@@ -34,5 +36,30 @@ async def test_steps_come_back_in_order_and_a_second_writer_is_fenced_out(bus: B
         assert len(await third.read()) == 3
         await third.write([Step(T0 + timedelta(seconds=3))])
         assert len(await Journal(js, bus.names, "fenced").read()) == 4
+    finally:
+        await nc.close()
+
+
+async def test_a_step_whose_answer_was_lost_is_kept_once(bus: BusSettings):
+    """A NATS restart can lose the acknowledgement of a step that landed; trying it again finds it
+    there (by its message id) rather than refusing it or keeping it twice."""
+    nc = await nats.connect(bus.url)
+    try:
+        js = nc.jetstream()
+        journal = Journal(js, bus.names, "lost-ack")
+        await journal.ensure()
+        await journal.write([Step(T0)])
+        step = [Step(T0 + timedelta(seconds=1), "cluster.taint", {"node": "n"})]
+        landed = await js.publish(  # what the first try did, its answer never heard
+            journal.subject,
+            json.dumps([s.to_dict() for s in step]).encode(),
+            headers={
+                MSG_ID: f"{bus.names.deployment}:lost-ack:{journal.process}:{journal.written + 1}",
+                EXPECTED_LAST: str(journal.last),
+            },
+        )
+        await journal.write(step)
+        assert journal.last == landed.seq
+        assert [s.at for s in await Journal(js, bus.names, "lost-ack").read()] == [T0, T0 + timedelta(seconds=1)]
     finally:
         await nc.close()
