@@ -372,9 +372,7 @@ def chained_rows(entries: list[LogEntry]) -> tuple[list[tuple], dict[str, bytes]
         version = versions[e.stream_id] = versions.get(e.stream_id, 0) + 1
         event_id = uuid.uuid4()
         text = stored_canonical(event_id, e.stream_id, version, e.type, 1, e.occurred_at, e.data, {})
-        digest = hashlib.sha256(text).digest()
-        previous = tips.get(e.stream_id)
-        own = tips[e.stream_id] = digest if previous is None else hashlib.sha256(previous + digest).digest()
+        own = tips[e.stream_id] = chain_step(tips.get(e.stream_id), hashlib.sha256(text).digest())
         if e.type in COUNTED_EVENTS:
             heads[e.data["nodepool"]] = chain_step(heads.get(e.data["nodepool"]), own)
         rows.append((e.position, event_id, e.stream_id, version, e.type, json.dumps(e.data), e.occurred_at, own, 2))

@@ -39,15 +39,22 @@ def async_database_url(url: str) -> str:
         raise ValueError(
             f"unsupported database URL scheme {scheme!r}: use postgresql://, postgres:// or {_ASYNC_DRIVER}://"
         )
-    head, mark, query = url.partition("?")
-    pairs = [pair.partition("=") for pair in query.split("&") if pair] if mark else []
-    if not any(key == "sslmode" for key, _, _ in pairs):
+    head, pairs = _query(url)
+    keys = {key for key, _, _ in pairs}
+    if "sslmode" not in keys:
         return url
-    has_ssl = any(key == "ssl" for key, _, _ in pairs)
-    kept = [f"ssl={value}" if key == "sslmode" else f"{key}{eq}{value}" for key, eq, value in pairs]
-    if has_ssl:  # an explicit `ssl` wins over `sslmode`, as SQLAlchemy's setdefault did
-        kept = [f"{key}{eq}{value}" for key, eq, value in pairs if key != "sslmode"]
+    kept = [  # an explicit `ssl` wins over `sslmode`, as SQLAlchemy's setdefault did
+        f"{'ssl' if key == 'sslmode' else key}{eq}{value}"
+        for key, eq, value in pairs
+        if key != "sslmode" or "ssl" not in keys
+    ]
     return f"{head}?{'&'.join(kept)}"
+
+
+def _query(url: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """A URL before its query, and the query's (key, '=', value) pairs, as written."""
+    head, _, query = url.partition("?")
+    return head, [pair.partition("=") for pair in query.split("&") if pair]
 
 
 _SQLALCHEMY_ONLY = frozenset({"prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback"})
@@ -66,10 +73,10 @@ def driver_params(url: str) -> dict[str, Any]:
     """asyncpg's connect arguments for a database URL, read as SQLAlchemy's asyncpg dialect reads
     it (an embedded server's socket directory and port sit in the query), for connections that
     skip SQLAlchemy: a libpq DSN for asyncpg to parse, and the arguments it does not take there."""
-    head, _, query = async_database_url(url).partition("?")
+    head, pairs = _query(async_database_url(url))
     arguments: dict[str, Any] = {}
     libpq = []
-    for key, eq, value in (pair.partition("=") for pair in query.split("&") if pair):
+    for key, eq, value in pairs:
         if key in _SQLALCHEMY_ONLY:
             continue
         if key in _ASYNCPG_ARGUMENTS:
@@ -147,7 +154,7 @@ class Settings(InputLimits):
     """Copies JetStream keeps of each message of the deployment's stream: 3 on a 3-node cluster."""
     sim_world: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,100}$")
     """The name the sim keeps its world's journal under, so a restarted sim resumes that world
-    (`nodewright up` gives each run a fresh one); unset: one per scenario file's content."""
+    (`nodewright up` gives each run a fresh one); unset: one per scenario as loaded and journal format."""
     nats_credentials: Path | None = None
     """A NATS `.creds` file, instead of a user and password."""
     data_dir: Path = Path(".nodewright")

@@ -22,10 +22,11 @@ from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
-from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import APIError, ServiceUnavailableError
 
 from shared.bus.names import MSG_ID, BusNames
+from shared.bus.streams import ensure_sim_journal
 from shared.runtime.outages import OUTAGES, Backoff
 
 log = structlog.get_logger("nodewright.sim")
@@ -61,15 +62,6 @@ class Step:
         return cls(datetime.fromisoformat(raw["at"]), raw.get("request"), raw.get("body"))
 
 
-def journal_config(names: BusNames, replicas: int = 1) -> StreamConfig:
-    return StreamConfig(
-        name=names.sim_journal_stream,
-        subjects=[names.sim_journal("*")],
-        storage=StorageType.FILE,
-        num_replicas=replicas,
-    )
-
-
 class JournalBroken(RuntimeError):
     """The journal refuses this sim's next step (another writer extended it, the stream is gone):
     the world in memory can no longer be trusted to be the journal's, so the process stops and
@@ -101,14 +93,7 @@ class Journal:
 
     async def ensure(self) -> None:
         """The stream exists with this deployment's replicas."""
-        config = journal_config(self.names, self.replicas)
-        try:
-            info = await self.js.stream_info(config.name)
-        except NotFoundError:
-            await self.js.add_stream(config)
-            return
-        if (info.config.num_replicas or 1) != self.replicas:
-            await self.js.update_stream(config)
+        await ensure_sim_journal(self.js, self.names, self.replicas)
 
     async def read(self) -> list[Step]:
         """Every step of this world, in the order written (none for a new world)."""
@@ -146,23 +131,9 @@ class Journal:
         backoff, tries = Backoff(0.1, 2.0), 0
         while True:
             try:
-                try:
-                    ack = await self.js.publish(self.subject, data, headers=headers)
-                    landed = ack.seq
-                except APIError as exc:
-                    if exc.err_code != WRONG_LAST_SEQUENCE or isinstance(exc, ServiceUnavailableError):
-                        raise
-                    # an earlier try of this very step may have landed with its answer lost
-                    # (JetStream checks the expected sequence before the message id)
-                    landed = await self._landed(headers[MSG_ID])
-                    if landed is None:
-                        raise JournalBroken(f"the journal of world {self.world} refused a step: {exc}") from exc
+                landed = await self._append(data, headers)
                 break
-            except ServiceUnavailableError as exc:  # no leader yet: an election
-                why: Exception = exc
-            except APIError as exc:
-                raise JournalBroken(f"the journal of world {self.world} refused a step: {exc}") from exc
-            except OUTAGES as exc:
+            except OUTAGES as exc:  # a NATS restart, a stream leader elected
                 why = exc
             if stopping is not None and stopping.is_set():
                 raise JournalBroken(f"stopped while a step of world {self.world} was not journaled: {why!r}")
@@ -175,11 +146,21 @@ class Journal:
         self.last = landed
         self.written += 1
 
+    async def _append(self, data: bytes, headers: dict[str, str]) -> int:
+        """One try: the sequence the step landed at. A refusal other than 'no leader yet' raises
+        JournalBroken, unless it is this very step's earlier try, landed with its answer lost
+        (JetStream checks the expected sequence before the message id)."""
+        try:
+            return (await self.js.publish(self.subject, data, headers=headers)).seq
+        except ServiceUnavailableError:
+            raise
+        except APIError as exc:
+            landed = await self._landed(headers[MSG_ID]) if exc.err_code == WRONG_LAST_SEQUENCE else None
+            if landed is None:
+                raise JournalBroken(f"the journal of world {self.world} refused a step: {exc}") from exc
+            return landed
+
     async def _landed(self, msg_id: str) -> int | None:
         """The sequence of the world's newest message if it is the one `msg_id` names."""
         newest = await self.js.get_last_msg(self.names.sim_journal_stream, self.subject)
         return newest.seq if (newest.headers or {}).get(MSG_ID) == msg_id else None
-
-    async def forget(self) -> None:
-        """Drop this world's steps: a world that lived for one run is not resumed."""
-        await self.js.purge_stream(self.names.sim_journal_stream, subject=self.subject)

@@ -60,8 +60,6 @@ class SimService:
         self.world_name = world or f"w{uuid.uuid4().hex}"
         self.replicas = replicas
         self.journal: Journal | None = None
-        self.replayed = 0
-        """The steps a start found in the journal and replayed."""
         self.announced = 0
         self._lock = asyncio.Lock()
         self._snapshots: dict[str, Snapshot] = {}
@@ -155,7 +153,6 @@ class SimService:
             else:
                 self.world.resume(step.at)
                 self._call(step.request, step.body)
-        self.replayed += len(steps)
 
     async def _write(self, steps: list[Step]) -> None:
         if self.journal is None:

@@ -1,4 +1,5 @@
-"""The JetStream stream of a deployment, and how to make sure it exists (the relay does)."""
+"""The JetStream streams of a deployment (its events, the sim's journal), and how to make sure
+each exists: the relay and the sim do."""
 
 from __future__ import annotations
 
@@ -37,17 +38,36 @@ async def ensure_stream(
 ) -> None:
     """Create the stream, or bring an existing one's subjects, window and replicas (a cluster's
     copies of every message: 3 survive the loss of a node) up to date."""
-    config = stream_config(names, duplicate_window, replicas)
+    await _ensure(js, stream_config(names, duplicate_window, replicas))
+
+
+def sim_journal_config(names: BusNames, replicas: int = 1) -> StreamConfig:
+    """The sim's worlds' journals (`services.sim.journal`), one subject per world."""
+    return StreamConfig(
+        name=names.sim_journal_stream,
+        subjects=[names.sim_journal("*")],
+        storage=StorageType.FILE,
+        num_replicas=replicas,
+    )
+
+
+async def ensure_sim_journal(js: JetStreamContext, names: BusNames, replicas: int = 1) -> None:
+    await _ensure(js, sim_journal_config(names, replicas))
+
+
+async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
+    """Create the stream, or update one whose subjects, replicas or (when `config` sets one)
+    duplicate window differ."""
     try:
-        info = await js.stream_info(names.stream)
+        info = await js.stream_info(config.name)
     except NotFoundError:
         await js.add_stream(config)
         return
     current = info.config
     if (
         set(current.subjects or ()) != set(config.subjects or ())
-        or current.duplicate_window != duplicate_window
-        or (current.num_replicas or 1) != replicas
+        or (config.duplicate_window is not None and current.duplicate_window != config.duplicate_window)
+        or (current.num_replicas or 1) != (config.num_replicas or 1)
     ):
         await js.update_stream(config)
 

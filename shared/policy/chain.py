@@ -100,17 +100,11 @@ def stored_canonical(
     back from jsonb as it went in, except numbers PostgreSQL prints otherwise (-0.0 as 0.0, and
     1e+16 or larger in full, which reads back as an integer); the JSON text shows both, so only
     such payloads pay for `as_stored`."""
-    text = canonical(event_id, stream_id, version, kind, schema_version, epoch_micros(occurred_at), data, metadata)
+    micros = epoch_micros(occurred_at)
+    text = canonical(event_id, stream_id, version, kind, schema_version, micros, data, metadata)
     if b"e+" in text or b"-0.0" in text:
         text = canonical(
-            event_id,
-            stream_id,
-            version,
-            kind,
-            schema_version,
-            epoch_micros(occurred_at),
-            as_stored(data),
-            as_stored(metadata),
+            event_id, stream_id, version, kind, schema_version, micros, as_stored(data), as_stored(metadata)
         )
     return text
 
@@ -201,7 +195,7 @@ def link_problem(
     """A chained event against the hash of its stream's previous event (None: it is the first)."""
     if own is None:
         return Problem(position, stream, "unchained", UNCHAINED)
-    if digest is None or own != (digest if prev is None else _sha256(prev + digest).digest()):
+    if digest is None or own != chain_step(prev, digest):
         return Problem(position, stream, "rewritten", REWRITTEN)
     return None
 

@@ -56,11 +56,7 @@ class LogReader(ABC):
         """Every event as `events export` writes it: with its hash and digest form, the metadata
         as stored, and for a form-1 digest the canonical text it is of (a form-2 digest is
         rebuilt from the line), so that an exported log verifies without a database."""
-        columns = (
-            f"{sql.EVENT_COLUMNS}, encode(hash, 'hex'), digest_form, CASE WHEN digest_form = 1 AND hash IS NOT NULL"
-            " THEN nodewright_event_canonical(event_id, stream_id, version, type, schema_version, data, metadata,"
-            " occurred_at) END"
-        )
+        columns = f"{sql.EVENT_COLUMNS}, encode(hash, 'hex'), digest_form, {sql.FORM1_CANONICAL}"
         async for rows in self._pages(columns, 0, batch_size):
             out = []
             for r in rows:

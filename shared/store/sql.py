@@ -13,11 +13,17 @@ listens on it."""
 
 EVENT_COLUMNS = "position, event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, recorded_at"
 
+FORM1_CANONICAL = (
+    "CASE WHEN digest_form = 1 AND hash IS NOT NULL THEN nodewright_event_canonical(event_id, stream_id, version,"
+    " type, schema_version, data, metadata, occurred_at) END"
+)
+"""PostgreSQL's canonical text of a form-1 event (migration 0006), the only one its digest needs
+the database for; NULL for the others."""
+
 CHAIN_COLUMNS = (
     "version, hash, digest_form, event_id::text, schema_version, metadata,"
     " CASE WHEN isfinite(occurred_at) THEN (extract(epoch FROM occurred_at) * 1000000)::bigint END,"
-    " CASE WHEN digest_form = 1 AND hash IS NOT NULL THEN convert_to(nodewright_event_canonical(event_id, stream_id,"
-    " version, type, schema_version, data, metadata, occurred_at), 'UTF8') END"
+    f" convert_to({FORM1_CANONICAL}, 'UTF8')"
 )
 """What the chain's check reads of an event beside the replay's columns (`shared.policy.chain.ROW`):
 a form-2 digest is rebuilt by the reader from these and the payload it parses anyway; only a

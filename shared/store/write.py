@@ -73,15 +73,9 @@ async def write_batch(
         text = stored_canonical(
             event.event_id, stream, r.version, event.type, event.schema_version, event.occurred_at, r.data, metadata
         )
-        digest = sha256(text).digest()
-        if r.version == 1:
-            own = digest
-        else:
-            if stream not in tips:
-                raise StoreError(f"no hash known for version {r.version - 1} of {stream}: cannot chain the append")
-            previous = tips[stream]
-            own = digest if previous is None else sha256(previous + digest).digest()
-        tips[stream] = own
+        if r.version > 1 and stream not in tips:
+            raise StoreError(f"no hash known for version {r.version - 1} of {stream}: cannot chain the append")
+        own = tips[stream] = chain_step(tips[stream] if r.version > 1 else None, sha256(text).digest())
         if r.pool is not None:
             chain_heads[r.pool] = chain_step(chain_heads.get(r.pool), own)
         line["hash"] = own.hex()
