@@ -15,14 +15,14 @@ RUN apt-get update \
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/nodewright
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY shared ./shared
 COPY services ./services
 COPY migrations ./migrations
 # Not editable, no extras: a container is given its servers (NODEWRIGHT_DATABASE_URL,
-# NODEWRIGHT_NATS_URL), it never starts embedded ones.
+# NODEWRIGHT_NATS_URL), it never starts embedded ones. Every package at the version the lock pins.
 RUN /opt/nodewright/bin/pip install --upgrade pip \
-    && /opt/nodewright/bin/pip install . \
+    && /opt/nodewright/bin/pip install -c constraints.txt . \
     && /opt/nodewright/bin/nodewright --help >/dev/null
 
 # --- run: the environment alone, as an unprivileged user ------------------------------------------

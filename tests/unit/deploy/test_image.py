@@ -42,7 +42,9 @@ def test_two_stages_the_last_one_copying_the_first_ones_environment(stages):
     copies = _of(final, "COPY")
     assert [c.flags for c in copies] == [("--from=build",)]
     assert copies[0].value[0] == copies[0].value[1] == "/opt/nodewright"
-    assert any("/opt/nodewright/bin/pip install ." in " ".join(run.value) for run in _of(build, "RUN"))
+    assert any(
+        "/opt/nodewright/bin/pip install -c constraints.txt ." in " ".join(run.value) for run in _of(build, "RUN")
+    )
 
 
 def test_the_final_stage_has_no_build_tools(stages):
