@@ -1,6 +1,7 @@
 """What the log's hash chain costs (issue 21), old against new, alternately in one run: the
 micro-batched append with and without it (`write_batch(chained=False)`: the write before the
-chain, hashing nothing), and the audit replay with and without verifying it.
+chain, hashing nothing), and the audit replay with and without verifying it; beside them, the
+audit of the same log as the writer before the current digest form made it (form 2).
 `python -m benchmarks.chain [--events N] [--replay N] [--rounds N]`; the rest of the store's
 figures are `benchmarks.store`'s, whose workload and log this reuses.
 
@@ -17,6 +18,8 @@ import json
 import os
 import resource
 import statistics
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import asyncpg
 
@@ -25,6 +28,8 @@ from benchmarks._db import bench_database
 from benchmarks.store import FLUSHERS, WRITERS, apply_pools, drive, load_log, replay_db, synthetic_log
 from shared.config import driver_params
 from shared.policy.audit import Replay
+from shared.policy.chain import LogChain
+from shared.policy.digests import WRITER_JSON
 from shared.runtime import loop
 from shared.store import write as writes
 from shared.store.eventstore import EventStore
@@ -108,30 +113,69 @@ def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, object
     entries = synthetic_log(replay)
     folded = Replay()
     folded.feed(entries)
-    verified: list[tuple[float, float]] = []
-    bare: list[tuple[float, float]] = []
-    with bench_database() as url:
+    runs: dict[str, list[tuple[float, float]]] = {"verified": [], "bare": [], "form2": [], "read": []}
+    with bench_database() as url, bench_database() as old:
         loop.run(load_log(url, entries, folded))
+        loop.run(load_log(old, entries, folded, form=WRITER_JSON))  # the log the writer before made
         del entries
         for _ in range(rounds):
-            for chain, figures in ((True, verified), (False, bare)):
+            variants = (("verified", url, True), ("bare", url, False), ("form2", old, True), ("read", url, True))
+            for name, where, chain in variants:
                 cpu = _own_cpu()
-                seconds, result = loop.run(replay_db(url, chain=chain))
-                assert result.ok, [p.to_dict() for p in result.chain[:3]]
-                figures.append((seconds, _own_cpu() - cpu))
+                with _reading_only(name == "read"):
+                    seconds, result = loop.run(replay_db(where, chain=chain))
+                assert result.ok or name == "read", [p.to_dict() for p in result.chain[:3]]
+                runs[name].append((seconds, _own_cpu() - cpu))
+    verified, bare, before, read = runs["verified"], runs["bare"], runs["form2"], runs["read"]
     cost = statistics.median(a[0] / b[0] for a, b in zip(verified, bare, strict=True))
+    old_cost = statistics.median(a[0] / b[0] for a, b in zip(before, bare, strict=True))
     print(
         f"hash chain, audit replay of {replay:,} events: "
         + ", ".join(f"{a[0]:.2f}/{b[0]:.2f}" for a, b in zip(verified, bare, strict=True))
         + f" s verified/not in {rounds} alternating rounds; median ratio {cost:.2f}x (goal <= 1.10x)"
     )
     print(
-        f"  client CPU (both processes): verified {statistics.median(c for _, c in verified) / replay * 1e6:.2f},"
-        f" not {statistics.median(c for _, c in bare) / replay * 1e6:.2f} µs/event; {os.cpu_count()} cores"
+        "  the same log as the writer before made it (digest form 2), verified: "
+        + ", ".join(f"{a[0]:.2f}" for a in before)
+        + f" s; median ratio {old_cost:.2f}x"
     )
-    figures = {"appends": appended, "audit_verified": verified, "audit_bare": bare}
-    print(json.dumps({"chain": figures, "append_ratio": ratio, "audit_ratio": cost}))
+    floor = statistics.median(a[0] / b[0] for a, b in zip(read, bare, strict=True))
+    print(
+        "  the chain's columns read and not checked (the floor of any check in this process): "
+        + ", ".join(f"{a[0]:.2f}" for a in read)
+        + f" s; median ratio {floor:.2f}x"
+    )
+    cpu = {name: statistics.median(c for _, c in rows) / replay * 1e6 for name, rows in runs.items()}
+    print(
+        f"  client CPU (both processes): verified {cpu['verified']:.2f}, not {cpu['bare']:.2f},"
+        f" form 2 verified {cpu['form2']:.2f}, read only {cpu['read']:.2f} µs/event; {os.cpu_count()} cores"
+    )
+    figures = {"appends": appended, "audit_verified": verified, "audit_bare": bare, "audit_form2": before}
+    figures["audit_read_only"] = read
+    ratios = {"append_ratio": ratio, "audit_ratio": cost, "form2_audit_ratio": old_cost, "read_only_ratio": floor}
+    print(json.dumps({"chain": figures, **ratios}))
     return figures
+
+
+@contextmanager
+def _reading_only(on: bool) -> Iterator[None]:
+    """The audit reading the chain's columns as a verifying one does, and checking nothing: what
+    no check done in these processes can go below. The audit's workers are forked, so they run
+    this too."""
+    if not on:
+        yield
+        return
+    check = LogChain.feed
+
+    def skim(self: LogChain, rows: Iterable[Sequence[object]]) -> None:
+        for _ in rows:
+            pass
+
+    LogChain.feed = skim  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        LogChain.feed = check  # type: ignore[method-assign]
 
 
 def main() -> None:

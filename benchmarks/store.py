@@ -46,8 +46,15 @@ from shared.config import driver_params
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, NewEvent
 from shared.policy.audit import LogEntry, Replay
-from shared.policy.chain import chain_step, stored_canonical
-from shared.policy.counters import COUNTED_EVENTS, TIMED_EVENTS
+from shared.policy.counters import TIMED_EVENTS, counted_pool
+from shared.policy.digests import (
+    POOL_LINKED,
+    chain_step,
+    event_key,
+    linked,
+    stored_canonical,
+    stored_payload_text,
+)
 from shared.runtime import loop
 from shared.store.eventstore import EVENT_ROWS_INSERT, AppendPaths, EventStore
 
@@ -326,13 +333,13 @@ def synthetic_log(n: int) -> list[LogEntry]:
     return entries[:n]
 
 
-async def load_log(url: str, entries: list[LogEntry], folded: Replay) -> None:
+async def load_log(url: str, entries: list[LogEntry], folded: Replay, form: int = POOL_LINKED) -> None:
     """Write the log with COPY, with the hashes the write would have given it, and the counter
     rows its fold gives (setup only: the benchmark times the replay, not this)."""
     import asyncpg
 
     conn = await asyncpg.connect(**driver_params(url))
-    rows, heads = chained_rows(entries)
+    rows, heads = chained_rows(entries, form)
     await conn.copy_records_to_table(
         "events",
         records=rows,
@@ -361,9 +368,12 @@ async def load_log(url: str, entries: list[LogEntry], folded: Replay) -> None:
     await conn.close()
 
 
-def chained_rows(entries: list[LogEntry]) -> tuple[list[tuple], dict[str, bytes]]:
-    """The COPY rows of a log as the store writes it (digest form 2, each event linked to its
-    stream's previous one), and each pool's head: the chain of its counted events' hashes."""
+def chained_rows(entries: list[LogEntry], form: int = POOL_LINKED) -> tuple[list[tuple], dict[str, bytes]]:
+    """The COPY rows of a log as the store writes it, and each pool's head. Form 3 (the writer's):
+    an event a pool counts linked to the pool's previous counted event, any other to its
+    stream's previous one, a pool's head its newest counted event's hash. Form 2 (the writer
+    before it, for `benchmarks.chain`'s old-against-new): a digest per event linked to its
+    stream's previous hash, a pool's head chaining its counted events' hashes."""
     tips: dict[str, bytes] = {}
     versions: dict[str, int] = {}
     heads: dict[str, bytes] = {}
@@ -371,11 +381,20 @@ def chained_rows(entries: list[LogEntry]) -> tuple[list[tuple], dict[str, bytes]
     for e in entries:
         version = versions[e.stream_id] = versions.get(e.stream_id, 0) + 1
         event_id = uuid.uuid4()
-        text = stored_canonical(event_id, e.stream_id, version, e.type, 1, e.occurred_at, e.data, {})
-        own = tips[e.stream_id] = chain_step(tips.get(e.stream_id), hashlib.sha256(text).digest())
-        if e.type in COUNTED_EVENTS:
-            heads[e.data["nodepool"]] = chain_step(heads.get(e.data["nodepool"]), own)
-        rows.append((e.position, event_id, e.stream_id, version, e.type, json.dumps(e.data), e.occurred_at, own, 2))
+        pool = counted_pool(e.type, e.data)
+        if form == POOL_LINKED:
+            content = event_key(event_id, version, 1, e.occurred_at)
+            content += stored_payload_text(e.stream_id, e.type, e.data, {})
+            own = linked(heads.get(pool) if pool is not None else tips.get(e.stream_id), content)
+            if pool is not None:
+                heads[pool] = own
+        else:
+            text = stored_canonical(event_id, e.stream_id, version, e.type, 1, e.occurred_at, e.data, {})
+            own = chain_step(tips.get(e.stream_id), hashlib.sha256(text).digest())
+            if pool is not None:
+                heads[pool] = chain_step(heads.get(pool), own)
+        tips[e.stream_id] = own
+        rows.append((e.position, event_id, e.stream_id, version, e.type, json.dumps(e.data), e.occurred_at, own, form))
     return rows, heads
 
 

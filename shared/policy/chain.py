@@ -1,43 +1,43 @@
-"""The log's hash chain: how an event's digest and hash are made, and the rules that check them,
-for the database's audit (`shared.store.integrity`) and for an exported JSONL log alike.
+"""The rules that check the log's hash chain, for the database's audit (`shared.store.integrity`)
+and for an exported JSONL log alike; how each hash is made is `shared.policy.digests`.
 
-An event's `hash` is sha256(previous hash in its stream || digest), or its digest alone for the
-first chained event of a stream. Its digest has one of two forms (`events.digest_form`):
-1. sha256 of `nodewright_event_canonical`, the fields as PostgreSQL prints them (migration 0006);
-2. sha256 of `canonical`: the fields as one JSON array, keys sorted, computed by the writer
-   (migration 0007), so that neither the write nor the audit asks PostgreSQL to print a payload.
-A pool's head chains the hashes of the events it counted, in position order: step(state, h) =
-sha256(state || h), the first hash as it is.
-
-The checks read the log in position order (`LogChain`), keeping only each stream's last event.
-An event whose predecessor in its stream was not seen just before it (another part of a split
-audit holds it, it was deleted, or it comes later: moved) is handed back as a `Link`, settled
-once its predecessor is looked up (`settle`). No I/O here.
+The checks read the log in position order (`LogChain`), keeping only each stream's last event
+and each pool's head. A form-3 event a pool counts is checked against its pool's previous
+counted event; any other against its stream's previous event. An event whose predecessor in
+its stream was not seen just before it (another part of a split audit holds it, it was deleted,
+or it comes later: moved) is handed back as a `Link`, settled once its predecessor is looked up
+(`settle`). Pools never cross parts, so a pool's chain is checked whole in one. No I/O here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import struct
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from datetime import datetime
 from typing import Any
 
 import orjson
 
-SEPARATOR = "\x1f"
-SQL_TEXT = 1
-"""Digest form 1: sha256 of PostgreSQL's canonical text (migration 0006)."""
-WRITER_JSON = 2
-"""Digest form 2: sha256 of `canonical`, computed by the writer (migration 0007)."""
+from shared.policy.digests import (
+    OPTIONS,
+    POOL_LINKED,
+    SEPARATOR,
+    SQL_TEXT,
+    WRITER_JSON,
+    epoch_micros,
+    event_key,
+    link_value,
+)
+
 UNCHAINED = "no hash: written around the store"
 REWRITTEN = "the event does not match its hash: rewritten, or moved within its stream"
-
-_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NAIVE_UTC
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
+POOL_REWRITTEN = (
+    "the event does not match its hash: rewritten, or an event its pool counted before it removed, inserted or moved"
+)
 _sha256 = hashlib.sha256
 
 
@@ -62,78 +62,6 @@ def reordered(stream: str, version: int) -> str:
     return f"version {version} of {stream} comes before the version preceding it: positions swapped"
 
 
-def chain_step(state: bytes | None, value: bytes) -> bytes:
-    return value if state is None else _sha256(state + value).digest()
-
-
-# --- digest form 2 ----------------------------------------------------------------------------------
-
-
-def canonical(
-    event_id: Any,
-    stream_id: str,
-    version: int,
-    kind: str,
-    schema_version: int,
-    micros: int | None,
-    data: Any,
-    metadata: Any,
-) -> bytes:
-    """The text a form-2 digest is of: the fields as one JSON array (unambiguous, unlike text
-    joined by a separator), objects' keys sorted, `occurred_at` as microseconds since the epoch.
-    The audit builds it from the payload as it reads it back; the writer from what it sends
-    (`stored_canonical`)."""
-    return orjson.dumps([event_id, stream_id, version, kind, schema_version, micros, data, metadata], option=_OPTIONS)
-
-
-def stored_canonical(
-    event_id: Any,
-    stream_id: str,
-    version: int,
-    kind: str,
-    schema_version: int,
-    occurred_at: datetime,
-    data: Any,
-    metadata: Any,
-) -> bytes:
-    """`canonical` of an event about to be written, as the audit will rebuild it: a payload reads
-    back from jsonb as it went in, except numbers PostgreSQL prints otherwise (-0.0 as 0.0, and
-    1e+16 or larger in full, which reads back as an integer); the JSON text shows both, so only
-    such payloads pay for `as_stored`."""
-    micros = epoch_micros(occurred_at)
-    text = canonical(event_id, stream_id, version, kind, schema_version, micros, data, metadata)
-    if b"e+" in text or b"-0.0" in text:
-        text = canonical(
-            event_id, stream_id, version, kind, schema_version, micros, as_stored(data), as_stored(metadata)
-        )
-    return text
-
-
-def epoch_micros(at: datetime) -> int:
-    """Microseconds since the epoch, as PostgreSQL stores a timestamptz (naive means UTC, as the
-    write's JSON says)."""
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return (at - _EPOCH) // _MICROSECOND
-
-
-def as_stored(value: Any) -> Any:
-    """The value as it reads back from jsonb: the JSON the write sends, each number through
-    PostgreSQL's numeric (printed in full, no negative zero), parsed again by orjson."""
-    return _numbers(orjson.loads(orjson.dumps(value, option=orjson.OPT_NAIVE_UTC)))
-
-
-def _numbers(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    if isinstance(value, float):
-        number = Decimal(orjson.dumps(value).decode())
-        return orjson.loads(format(number.copy_abs() if number.is_zero() else number, "f"))
-    return value
-
-
 # --- checking ---------------------------------------------------------------------------------------
 
 ROW = (
@@ -145,14 +73,16 @@ ROW = (
     "version",
     "hash",
     "digest_form",
+    "key",
+    "metadata",
     "event_id",
     "schema_version",
-    "metadata",
     "micros",
     "canonical",
 )
 """The fields `LogChain.feed` reads, in this order: the replay's five first, so one row serves
-both; `canonical` is form 1's text (UTF-8), absent for other forms."""
+both. `key` is form 3's `event_key`; `event_id` (text), `schema_version` and `micros` are read
+for form 2 only; `canonical` is form 1's text (UTF-8). Each is None for the other forms."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +94,10 @@ class Link:
     version: int
     hash: bytes | None
     digest: bytes | None
+    """Form 1 or 2: its digest; form 3: its key and payload text."""
     chained: bool
-    """After `chained_after`: its hash is checked."""
+    """After `chained_after`, and not checked against its pool: its link to its stream is checked."""
+    form: int = WRITER_JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +122,12 @@ class ChainPart:
 
 
 def link_problem(
-    position: int, stream: str, own: bytes | None, digest: bytes | None, prev: bytes | None
+    position: int, stream: str, own: bytes | None, digest: bytes | None, prev: bytes | None, form: int = WRITER_JSON
 ) -> Problem | None:
     """A chained event against the hash of its stream's previous event (None: it is the first)."""
     if own is None:
         return Problem(position, stream, "unchained", UNCHAINED)
-    if digest is None or own != chain_step(prev, digest):
+    if digest is None or own != link_value(prev, form, digest):
         return Problem(position, stream, "rewritten", REWRITTEN)
     return None
 
@@ -209,7 +141,8 @@ def settle(link: Link, previous: Predecessor | None) -> Problem | None:
         return Problem(link.position, link.stream, "deleted", missing(link.stream, before, link.version))
     if not link.chained:
         return None
-    return link_problem(link.position, link.stream, link.hash, link.digest, previous.hash if previous else None)
+    prev = previous.hash if previous else None
+    return link_problem(link.position, link.stream, link.hash, link.digest, prev, link.form)
 
 
 @dataclass(frozen=True)
@@ -228,7 +161,7 @@ class ChainSpec:
 
 class LogChain:
     """One pass over the log (or one part of a split audit) in position order: every chained
-    event's digest and link, each pool's head. `counted`: the event types a pool counts."""
+    event's hash, each pool's head. `counted`: the event types a pool counts."""
 
     def __init__(self, counted: frozenset[str], chained_after: int, limits: Mapping[str, int] | None = None) -> None:
         self.counted = counted
@@ -242,7 +175,7 @@ class LogChain:
 
     def feed(self, rows: Iterable[Sequence[Any]]) -> None:
         """Rows of `ROW`'s fields, in position order. This loop runs a million times per audit:
-        what it needs is kept in locals, and a link is checked inline."""
+        what it needs is kept in locals, and the common case (form 3) is checked inline."""
         after, counted, tails, waiting, heads = (
             self.chained_after,
             self.counted,
@@ -250,43 +183,57 @@ class LogChain:
             self._waiting,
             self._heads,
         )
-        problems, limits, sha256, dumps, options = self.problems, self.limits, _sha256, orjson.dumps, _OPTIONS
+        problems, limits, sha256, dumps, options = self.problems, self.limits, _sha256, orjson.dumps, OPTIONS
         for row in rows:
-            position, stream, kind, data, _, version, own, form, event_id, schema, metadata, micros, text = row
+            position, stream, kind, data, _, version, own, form, key, metadata, event_id, schema, micros, text = row
             chained = position > after
             digest = None
+            pooled = False  # form 3, counted: checked against its pool's previous counted event
             if chained and own is not None:
-                if form == WRITER_JSON:
-                    digest = sha256(
-                        dumps([event_id, stream, version, kind, schema, micros, data, metadata], option=options)
-                    ).digest()
-                elif form == SQL_TEXT and text is not None:
-                    digest = sha256(text).digest()
-                if kind in counted and type(data) is dict and type(pool := data.get("nodepool")) is str:
-                    head = heads.get(pool)
-                    if head is None:
-                        head = heads[pool] = [1, own]
-                    else:
+                if form == POOL_LINKED:
+                    if key is not None:
+                        digest = key + dumps([stream, kind, data, metadata], option=options)
+                    if kind in counted and type(data) is dict and type(pool := data.get("nodepool")) is str:
+                        pooled = True
+                        head = heads.get(pool)
+                        if head is None:
+                            head = heads[pool] = [0, None]
+                        prev = head[1]
+                        if digest is None or own != sha256(prev + digest if prev is not None else digest).digest():
+                            problems.append(Problem(position, stream, "rewritten", POOL_REWRITTEN))
                         head[0] += 1
-                        head[1] = sha256(head[1] + own).digest()
-                    if limits and head[0] == limits.get(pool):
-                        self._prefixes[pool] = (head[0], head[1])
+                        head[1] = own
+                        if limits and head[0] == limits.get(pool):
+                            self._prefixes[pool] = (head[0], own)
+                else:
+                    if form == WRITER_JSON:
+                        digest = sha256(
+                            dumps([event_id, stream, version, kind, schema, micros, data, metadata], option=options)
+                        ).digest()
+                    elif form == SQL_TEXT and text is not None:
+                        digest = sha256(text).digest()
+                    if kind in counted and type(data) is dict and type(pool := data.get("nodepool")) is str:
+                        head = heads.get(pool)
+                        if head is None:
+                            head = heads[pool] = [1, own]
+                        else:
+                            head[0] += 1
+                            head[1] = own if head[1] is None else sha256(head[1] + own).digest()
+                        if limits and head[0] == limits.get(pool):
+                            self._prefixes[pool] = (head[0], head[1])
             tail = tails.get(stream)
             if (tail[0] == version - 1) if tail is not None else version == 1:
-                if chained:
+                if chained and not pooled:
                     prev = tail[1] if tail is not None else None
-                    if (
-                        own is None
-                        or digest is None
-                        or own != (digest if prev is None else sha256(prev + digest).digest())
-                    ):
-                        problem = link_problem(position, stream, own, digest, prev)
+                    if own is None or digest is None or own != link_value(prev, form, digest):
+                        problem = link_problem(position, stream, own, digest, prev, form)
                         if problem is not None:
                             problems.append(problem)
             else:
-                waiting[(stream, version - 1)] = Link(position, stream, version, own, digest, chained)
-            if waiting and (key := (stream, version)) in waiting:  # it waited for this one: which comes later
-                early = waiting.pop(key)
+                link = Link(position, stream, version, own, digest, chained and not pooled, form)
+                waiting[(stream, version - 1)] = link
+            if waiting and (slot := (stream, version)) in waiting:  # it waited for this one: which comes later
+                early = waiting.pop(slot)
                 problems.append(Problem(early.position, stream, "reordered", reordered(stream, early.version)))
             tails[stream] = (version, own)
 
@@ -313,13 +260,14 @@ class FileChain:
 
     def feed(self, row: Mapping[str, Any]) -> None:
         """One exported line. A form-1 line carries PostgreSQL's canonical text, used only when it
-        says what the line says; a form-2 digest is rebuilt from the line itself."""
+        says what the line says; a form-2 or form-3 digest is rebuilt from the line itself."""
         raw = row.get("hash")
         own = bytes.fromhex(raw) if isinstance(raw, str) else None
         form, text = row.get("digest_form", SQL_TEXT), row.get("canonical")
         utf8 = text.encode() if form == SQL_TEXT and isinstance(text, str) and _matches(text, row) else None
         at = datetime.fromisoformat(row["occurred_at"])
         metadata = row.get("metadata") if row.get("metadata") is not None else {}
+        version, schema = int(row["version"]), row.get("schema_version", 1)
         self._rows.append(
             (
                 int(row["position"]),
@@ -327,12 +275,13 @@ class FileChain:
                 row["type"],
                 row["data"],
                 None,
-                int(row["version"]),
+                version,
                 own,
                 form,
-                row["event_id"],
-                row.get("schema_version", 1),
+                _key(row["event_id"], version, schema, at) if form == POOL_LINKED else None,
                 metadata,
+                row["event_id"],
+                schema,
                 epoch_micros(at),
                 utf8,
             )
@@ -361,6 +310,14 @@ class FileChain:
         self.prefixes = part.prefixes
         self.problems = sorted(found, key=lambda p: p.position or 0)
         return self.problems
+
+
+def _key(event_id: Any, version: int, schema: Any, at: datetime) -> bytes | None:
+    """Form 3's `event_key` of an exported line; None (its hash then fails) when a field cannot be one."""
+    try:
+        return event_key(uuid.UUID(str(event_id)), version, int(schema), at)
+    except (ValueError, TypeError, OverflowError, struct.error):
+        return None
 
 
 def _matches(text: str, row: Mapping[str, Any]) -> bool:

@@ -56,7 +56,8 @@ events = Table(
     Column("nodepool", Text, Computed(EVENT_NODEPOOL, persisted=True), nullable=True),
     # sha256 of the stream's previous hash and of this event's digest (migration 0006; NULL before it)
     Column("hash", LargeBinary, nullable=True),
-    # how `hash` was made: 1, PostgreSQL's canonical text; 2, the writer's canonical JSON (migration 0007)
+    # how `hash` was made (`shared.policy.digests`): 1, PostgreSQL's canonical text; 2, the writer's
+    # canonical JSON (migration 0007); 3, one hash linked to the pool's or the stream's previous event
     Column("digest_form", SmallInteger, nullable=False, server_default=text("1")),
     UniqueConstraint("stream_id", "version"),
 )

@@ -21,13 +21,18 @@ FORM1_CANONICAL = (
 the database for; NULL for the others."""
 
 CHAIN_COLUMNS = (
-    "version, hash, digest_form, event_id::text, schema_version, metadata,"
-    " CASE WHEN isfinite(occurred_at) THEN (extract(epoch FROM occurred_at) * 1000000)::bigint END,"
+    "version, hash, digest_form,"
+    " CASE WHEN digest_form = 3 THEN"
+    " uuid_send(event_id) || int4send(version) || int2send(schema_version) || timestamptz_send(occurred_at) END,"
+    " metadata, CASE WHEN digest_form = 2 THEN event_id::text END, schema_version,"
+    " CASE WHEN digest_form = 2 AND isfinite(occurred_at) THEN (extract(epoch FROM occurred_at) * 1000000)::bigint END,"
     f" convert_to({FORM1_CANONICAL}, 'UTF8')"
 )
-"""What the chain's check reads of an event beside the replay's columns (`shared.policy.chain.ROW`):
-a form-2 digest is rebuilt by the reader from these and the payload it parses anyway; only a
-form-1 event (migration 0006) needs PostgreSQL to print its canonical text."""
+"""What the chain's check reads of an event beside the replay's columns (`shared.policy.chain.ROW`).
+A form-3 event's fixed-size fields come as one bytea, in binary (`shared.policy.digests.event_key`):
+no text for PostgreSQL to print nor for the reader to parse; its payload is the one the replay
+parses anyway. A form-2 digest needs the id as text and the time in microseconds; only a form-1
+event (migration 0006) needs PostgreSQL to print its canonical text."""
 
 EVENT_ROWS_INSERT = """
 INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at)
@@ -55,13 +60,13 @@ def write_statement(chained: bool = True) -> str:
     return _WRITE.replace("{INSERT}", insert).replace("{HEAD}", head)
 
 
-# Each event's hash and each pool's new head come computed (`shared.store.write`: digest form 2,
-# migration 0007), as hex: PostgreSQL stores them and computes nothing.
+# Each event's hash and each pool's new head come computed (`shared.store.write`: digest form 3),
+# as hex: PostgreSQL stores them and computes nothing.
 _CHAINED_INSERT = """ins AS (
     INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, hash,
                         digest_form)
     SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at,
-           decode(u.hash, 'hex'), 2
+           decode(u.hash, 'hex'), 3
     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
     CROSS JOIN LATERAL jsonb_to_record(j.event)
          AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,

@@ -2,15 +2,15 @@
 only if every pool is still at the version the snapshot had, and no id the snapshot could not
 vouch for is stored; otherwise nothing is written and the caller plans again on a fresh read.
 
-The write also extends the hash chain (digest form 2, `shared.policy.chain`), computed here from
-what it sends: each event linked to its stream's head as the snapshot knows it, each pool's head
-extended from the snapshot's. Both hold exactly when the write does: a pool's `chain_head` moves
-only with its version, which the statement checks, and a stream's head event never changes, so
-a write after a head this process had wrong collides with the stored version instead."""
+The write also extends the hash chain (digest form 3, `shared.policy.digests`), computed here
+from what it sends: an event a pool counts linked to the pool's head (its `chain_head`) as the
+snapshot knows it, any other to its stream's head. Both hold exactly when the write does: a
+pool's `chain_head` moves only with its version, which the statement checks, and a stream's
+head event never changes, so a write after a head this process had wrong collides with the
+stored version instead."""
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import asyncpg
 import orjson
 
-from shared.policy.chain import chain_step, stored_canonical
+from shared.policy.digests import event_key, linked, stored_payload_text
 from shared.policy.resources import format_resources
 from shared.store import sql
 from shared.store.errors import StoreError
@@ -50,7 +50,6 @@ async def write_batch(
     chain_heads = dict(snapshot.chain_heads)
     last_event: dict[str, uuid.UUID] = {}
     events = []
-    sha256 = hashlib.sha256
     for r in rows:
         event = r.event
         stream, metadata = event.stream_id, event.metadata.to_dict()
@@ -70,14 +69,15 @@ async def write_batch(
             tips[stream] = None
             events.append(line)
             continue
-        text = stored_canonical(
-            event.event_id, stream, r.version, event.type, event.schema_version, event.occurred_at, r.data, metadata
-        )
-        if r.version > 1 and stream not in tips:
-            raise StoreError(f"no hash known for version {r.version - 1} of {stream}: cannot chain the append")
-        own = tips[stream] = chain_step(tips[stream] if r.version > 1 else None, sha256(text).digest())
+        content = event_key(event.event_id, r.version, event.schema_version, event.occurred_at)
+        content += stored_payload_text(stream, event.type, r.data, metadata)
         if r.pool is not None:
-            chain_heads[r.pool] = chain_step(chain_heads.get(r.pool), own)
+            own = chain_heads[r.pool] = linked(chain_heads.get(r.pool), content)
+        elif r.version > 1 and stream not in tips:
+            raise StoreError(f"no hash known for version {r.version - 1} of {stream}: cannot chain the append")
+        else:
+            own = linked(tips[stream] if r.version > 1 else None, content)
+        tips[stream] = own
         line["hash"] = own.hex()
         events.append(line)
     names = sorted(last_event)

@@ -13,6 +13,7 @@ import pytest
 from services.cli.eventlog import audit_database, audit_file, export
 from shared.events import contracts as c
 from shared.policy.chain import read_anchor
+from shared.policy.counters import COUNTED_EVENTS
 from shared.store import integrity
 from shared.store.eventstore import EventStore
 from tests.factories import T0, applied, created, initialized, insert_applied, launched, new, terminated
@@ -50,11 +51,29 @@ async def test_an_untouched_log_verifies_and_a_rollback_gap_is_not_tampering(sto
     assert result.ok and result.chain == [] and set(result.heads) == {"web", "batch"}
 
 
+async def counted_after(store: EventStore, pool: str, position: int) -> tuple[int, str] | None:
+    """The position and stream of the pool's next counted event: its hash is linked to the one at
+    `position` (digest form 3)."""
+    async with store.driver_connection() as raw:
+        row = await raw.fetchrow(
+            "SELECT position, stream_id FROM events WHERE nodepool = $1 AND position > $2 AND type = ANY($3::text[])"
+            " ORDER BY position LIMIT 1",
+            pool,
+            position,
+            sorted(COUNTED_EVENTS),
+        )
+    return (row[0], row[1]) if row else None
+
+
 async def _delete_middle(store: EventStore) -> set:
+    """The stream's versions skip, and the pool's next counted event no longer follows its
+    predecessor."""
     position = await position_of(store, "nodeclaim-web-2", 2)  # launched, between created and initialized
     after = await position_of(store, "nodeclaim-web-2", 3)
+    successor = await counted_after(store, "web", position)
+    assert successor is not None
     await as_maintenance(store, f"DELETE FROM events WHERE position = {position}")
-    return {(after, "nodeclaim-web-2", "deleted"), (None, "nodepool-web", "pool-head")}
+    return {(after, "nodeclaim-web-2", "deleted"), (*successor, "rewritten")}
 
 
 async def _delete_newest_of_a_pool(store: EventStore) -> set:
@@ -75,8 +94,17 @@ async def _rewrite_a_payload(store: EventStore) -> set:
 
 async def _swap_two_positions(store: EventStore) -> set:
     """The contents of two rows of one stream exchanged: each event keeps its hash, but the later
-    version now sits at the earlier position."""
+    version now sits at the earlier position, and both, with the pool's counted events after
+    each, no longer follow their predecessors in the pool."""
     first, second = await position_of(store, "nodeclaim-web-2", 2), await position_of(store, "nodeclaim-web-2", 3)
+    expected = {(first, "nodeclaim-web-2", "reordered"), (first, "nodeclaim-web-2", "rewritten")}
+    expected.add((second, "nodeclaim-web-2", "rewritten"))
+    for position in (first, second):
+        successor = await counted_after(store, "web", position)
+        if successor is None:  # the newest of the pool is now another event: the counter row's head tells
+            expected.add((None, "nodepool-web", "pool-head"))
+        else:
+            expected.add((*successor, "rewritten"))
     columns = "event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, hash"
     await as_maintenance(
         store,
@@ -88,7 +116,7 @@ async def _swap_two_positions(store: EventStore) -> set:
         f"UPDATE events AS e SET ({columns}) = (SELECT {columns} FROM swap AS s WHERE s.position = {first})"
         f" WHERE e.position = {second}",
     )
-    return {(first, "nodeclaim-web-2", "reordered"), (None, "nodepool-web", "pool-head")}
+    return expected
 
 
 async def _forge_with_a_random_hash(store: EventStore) -> set:

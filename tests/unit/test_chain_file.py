@@ -7,19 +7,22 @@ import copy
 import hashlib
 import json
 import math
+import uuid
 from datetime import UTC, datetime
 
 import pytest
 
-from shared.policy.chain import (
+from shared.policy.chain import FileChain, anchor, compare_anchor, read_anchor
+from shared.policy.digests import (
     SEPARATOR,
-    FileChain,
-    anchor,
     as_stored,
     canonical,
-    compare_anchor,
-    read_anchor,
+    chain_step,
+    event_key,
+    linked,
+    payload_text,
     stored_canonical,
+    stored_payload_text,
 )
 
 COUNTED = frozenset({"NodeClaimCreated", "NodeClaimLaunched"})
@@ -173,3 +176,89 @@ def test_numbers_are_hashed_as_they_read_back_from_jsonb():
     assert plain == canonical("e", "s", 1, "T", 1, 1795424400000000, {"price": 0.5}, {})
     odd = stored_canonical("e", "s", 1, "T", 1, at, {"price": -0.0, "big": 1e16}, {})
     assert odd == canonical("e", "s", 1, "T", 1, 1795424400000000, {"big": 10**16, "price": 0.0}, {})
+
+
+def log3(form_two_first: int = 0) -> list[dict]:
+    """The log of `log()` as the store writes it now (form 3): an event the pool counts linked to
+    the pool's previous counted event, the others to their stream's; the first `form_two_first`
+    lines written by an older writer (form 2), whose pool head the form-3 events go on from."""
+    rows: list[dict] = []
+    tips: dict[str, bytes] = {}
+    head: bytes | None = None
+    for position, old in enumerate(log(), 1):
+        stream, version, kind, data = old["stream_id"], old["version"], old["type"], old["data"]
+        if position <= form_two_first:
+            row = line2(position, stream, version, kind, data, tips.get(stream))
+            own = bytes.fromhex(row["hash"])
+            if kind in COUNTED:
+                head = chain_step(head, own)
+        else:
+            row = line(position, stream, version, kind, data, None)
+            del row["canonical"]
+            row["digest_form"] = 3
+            at = datetime.fromisoformat(row["occurred_at"])
+            content = event_key(uuid.UUID(row["event_id"]), version, 1, at) + stored_payload_text(
+                stream, kind, data, {}
+            )
+            own = linked(head if kind in COUNTED else tips.get(stream), content)
+            if kind in COUNTED:
+                head = own
+            row["hash"] = own.hex()
+        tips[stream] = own
+        rows.append(row)
+    return rows
+
+
+def _retyped(rows):
+    rows[3]["type"] = "NodeClaimLaunched"  # an uncounted event made to look counted
+
+
+FORM_THREE = [
+    ("intact", lambda rows: None, set()),
+    ("payload rewritten", _rewrite, {(3, "nodeclaim-a", "rewritten")}),
+    # the stream's versions skip, and the pool's next counted event no longer follows its predecessor
+    ("middle deleted", _drop, {(5, "nodeclaim-a", "deleted"), (5, "nodeclaim-a", "rewritten")}),
+    (
+        "positions swapped",
+        _swap,
+        {(3, "nodeclaim-a", "reordered"), (3, "nodeclaim-a", "rewritten"), (5, "nodeclaim-a", "rewritten")},
+    ),
+    ("hash stripped", _strip, {(4, "pod-x", "unchained")}),
+    # now counted, it joins the pool's chain: its hash and the next counted event's no longer match
+    ("type rewritten", _retyped, {(4, "pod-x", "rewritten"), (5, "nodeclaim-a", "rewritten")}),
+    ("form flipped", _form_flipped, {(4, "pod-x", "rewritten")}),
+]
+
+
+@pytest.mark.parametrize("form_two_first", [0, 2], ids=["form 3 only", "form 2 then 3"])
+@pytest.mark.parametrize(("change", "expected"), [c[1:] for c in FORM_THREE], ids=[c[0] for c in FORM_THREE])
+def test_form_three_lines_name_what_changed(change, expected, form_two_first):
+    rows = log3(form_two_first)
+    change(rows)
+    assert problems(rows) == expected
+
+
+def test_a_form_three_pool_head_is_its_newest_counted_hash():
+    rows = log3()
+    chain = FileChain(COUNTED)
+    for row in rows:
+        chain.feed(row)
+    assert chain.finish() == []
+    assert chain.heads == {"p": (4, bytes.fromhex(rows[4]["hash"]))}
+    cut = FileChain(COUNTED)
+    for row in rows[:-1]:  # the newest counted event gone: the head the counter row keeps no longer matches
+        cut.feed(row)
+    assert cut.finish() == [] and cut.heads["p"] != chain.heads["p"]
+
+
+def test_a_form_three_line_with_an_impossible_key_fails_its_hash_without_an_error():
+    rows = log3()
+    rows[1]["event_id"] = "not-a-uuid"
+    assert problems(rows) == {(2, "nodeclaim-b", "rewritten")}
+
+
+def test_form_three_payloads_are_hashed_as_they_read_back_from_jsonb():
+    plain = stored_payload_text("s", "T", {"price": 0.5}, {})
+    assert plain == payload_text("s", "T", {"price": 0.5}, {})
+    odd = stored_payload_text("s", "T", {"price": -0.0, "big": 1e16}, {"note": 2e20})
+    assert odd == payload_text("s", "T", {"big": 10**16, "price": 0.0}, {"note": 2e20})
