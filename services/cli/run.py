@@ -71,7 +71,8 @@ def run(
 
 _HEADLINE = ("events", "nodeclaims_created", "nodeclaims_terminated", "audit_ok", "pending_pods_at_end")
 SCORE = "sim-score.json"
-"""What the sim counted (evictions, PDB violations), written when it stops."""
+"""What the sim counted (evictions, PDB violations, the instances spot interruptions picked),
+written when it stops."""
 
 
 def _score(path: Path) -> dict[str, Any]:

@@ -54,6 +54,7 @@ def main(
                 "evictions": cluster.evictions,
                 "forced_deletions": cluster.forced_deletions,
                 "pdb_violations": cluster.pdb_violations,
+                "interruptions": service.world.interruptions,
             }
             config.data_dir.mkdir(parents=True, exist_ok=True)
             (config.data_dir / "sim-score.json").write_text(json.dumps(score))

@@ -58,6 +58,8 @@ class World:
             generate_catalog(spec.seed, spec.cloud.instance_types, spec.cloud.zones), windows, spec.seed
         )
         self.cluster = SimCluster()
+        self.interruptions: list[dict[str, str]] = []
+        """Each instance a spot interruption picked: when, and whose (the sim's score reports them)."""
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self._pushed = 0
@@ -211,6 +213,10 @@ class World:
 
     def _interrupt(self, capacity_type: str, count: int) -> None:
         for instance in self.cloud.interrupt(capacity_type, count, self.now):
+            request = instance.request
+            self.interruptions.append(
+                {"at": self.now.isoformat(), "nodeclaim": request.nodeclaim, "nodepool": request.nodepool}
+            )
             self._at(self.now + SPOT_NOTICE, lambda i=instance: self._reclaim(i))
 
     def _reclaim(self, instance: Instance) -> None:
