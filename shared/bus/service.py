@@ -33,7 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from shared.bus.connection import BusSettings
 from shared.bus.consumer import DeadLetters, outcome_counter
 from shared.config import settings
-from shared.runtime.outages import OUTAGES, Backoff
+from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
 
 TICK = 2.0
 GRACEFUL_SECONDS = 10.0
@@ -90,10 +90,7 @@ class ServiceShell:
         backoff = Backoff()
         while stopping is None or not stopping.is_set():
             try:
-                await self.broker.connect()
-                for step in self.before_start:
-                    await step()
-                await self.broker.start()
+                began = await unless_stopping(self._begin(), stopping)
             except (*OUTAGES, StartupError) as exc:
                 self.starting = f"starting: {exc}"
                 log.warning("%s: not started yet (%s); trying again", self.name, exc)
@@ -101,10 +98,21 @@ class ServiceShell:
                     await self.broker.stop()
                 await backoff.wait(stopping)
                 continue
+            if began is None:  # stopping while a server was out of reach
+                with contextlib.suppress(Exception):
+                    await self.broker.stop()
+                return
             self.starting = None
             self.started.set()
             self._ticks = asyncio.create_task(self._tick())
             return
+
+    async def _begin(self) -> bool:
+        await self.broker.connect()
+        for step in self.before_start:
+            await step()
+        await self.broker.start()
+        return True
 
     async def _tick(self) -> None:
         while True:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import asyncpg
 import nats.errors
@@ -22,6 +24,9 @@ OUTAGES: tuple[type[BaseException], ...] = (
     asyncpg.TooManyConnectionsError,
     nats.errors.Error,
 )
+
+
+T = TypeVar("T")
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -45,3 +50,22 @@ class Backoff:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), seconds)
+
+
+async def unless_stopping(work: Awaitable[T], stopping: asyncio.Event | None) -> T | None:
+    """`work`'s result, or None when `stopping` is set first (`work` is then cancelled). A NATS
+    connection that retries for ever while the server is out of reach never returns by itself:
+    without this, SIGTERM would wait for the server."""
+    if stopping is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, *OUTAGES):
+                await task
+    return None if task.cancelled() else task.result()

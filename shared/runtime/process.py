@@ -13,7 +13,7 @@ from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
 from shared.runtime import loop
-from shared.runtime.outages import OUTAGES, Backoff
+from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
 from shared.store.eventstore import EventStore
 
 log = logging.getLogger("nodewright")
@@ -66,7 +66,7 @@ async def _sim_client(bus: BusSettings, name: str, stopping: asyncio.Event) -> S
     backoff = Backoff()
     while not stopping.is_set():
         try:
-            return await SimClient.connect(bus, name)
+            return await unless_stopping(SimClient.connect(bus, name), stopping)
         except OUTAGES as exc:
             log.warning("%s: NATS not reachable yet (%r); trying again", name, exc)
             await backoff.wait(stopping)
