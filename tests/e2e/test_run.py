@@ -242,7 +242,10 @@ def _check_promises_and_report(env: dict[str, str], tmp_path: Path, summary: dic
     removing = {t["nodeclaim"] for t in summary["terminations"]}
     assert len(picked) == 1 and summary["instances_lost"] == sum(p["nodeclaim"] not in removing for p in picked)
     assert summary["blocked_by_reason"].get("Budget/Underutilized", 0) >= 1  # backend1a's weekday block
-    assert summary["max_disrupting"].get("batch", 0) <= 1 and summary["max_disrupting"].get("backend1a", 0) <= 1
+    # batch's budgets cover every reason: one node at a time. backend1a's "1" covers Empty and Drifted
+    # only, so after its Underutilized block ends at midnight nothing bounds Underutilized (upstream's
+    # minimum over no matching budget): two replacements may overlap, and the audit checks each decision
+    assert summary["max_disrupting"].get("batch", 0) <= 1
     assert summary["pdb_violations"] == 0
     assert set(summary["samples"]) == {"burst", "consolidated", "drifted"}
     # the report
