@@ -150,8 +150,13 @@ def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, object
         f"  client CPU (both processes): verified {cpu['verified']:.2f}, not {cpu['bare']:.2f},"
         f" form 2 verified {cpu['form2']:.2f}, read only {cpu['read']:.2f} µs/event; {os.cpu_count()} cores"
     )
-    figures = {"appends": appended, "audit_verified": verified, "audit_bare": bare, "audit_form2": before}
-    figures["audit_read_only"] = read
+    figures = {
+        "appends": appended,
+        "audit_verified": verified,
+        "audit_bare": bare,
+        "audit_form2": before,
+        "audit_read_only": read,
+    }
     ratios = {"append_ratio": ratio, "audit_ratio": cost, "form2_audit_ratio": old_cost, "read_only_ratio": floor}
     print(json.dumps({"chain": figures, **ratios}))
     return figures

@@ -28,6 +28,7 @@ from shared.policy.digests import (
     SEPARATOR,
     SQL_TEXT,
     WRITER_JSON,
+    chain_step,
     epoch_micros,
     event_key,
     link_value,
@@ -190,37 +191,31 @@ class LogChain:
             digest = None
             pooled = False  # form 3, counted: checked against its pool's previous counted event
             if chained and own is not None:
+                pool = data.get("nodepool") if kind in counted and type(data) is dict else None
                 if form == POOL_LINKED:
                     if key is not None:
                         digest = key + dumps([stream, kind, data, metadata], option=options)
-                    if kind in counted and type(data) is dict and type(pool := data.get("nodepool")) is str:
-                        pooled = True
-                        head = heads.get(pool)
-                        if head is None:
-                            head = heads[pool] = [0, None]
+                    pooled = type(pool) is str
+                elif form == WRITER_JSON:
+                    digest = sha256(
+                        dumps([event_id, stream, version, kind, schema, micros, data, metadata], option=options)
+                    ).digest()
+                elif form == SQL_TEXT and text is not None:
+                    digest = sha256(text).digest()
+                if type(pool) is str:
+                    head = heads.get(pool)
+                    if head is None:
+                        head = heads[pool] = [0, None]
+                    if pooled:  # its hash follows the pool's previous counted event's; the head is its own
                         prev = head[1]
                         if digest is None or own != sha256(prev + digest if prev is not None else digest).digest():
                             problems.append(Problem(position, stream, "rewritten", POOL_REWRITTEN))
-                        head[0] += 1
                         head[1] = own
-                        if limits and head[0] == limits.get(pool):
-                            self._prefixes[pool] = (head[0], own)
-                else:
-                    if form == WRITER_JSON:
-                        digest = sha256(
-                            dumps([event_id, stream, version, kind, schema, micros, data, metadata], option=options)
-                        ).digest()
-                    elif form == SQL_TEXT and text is not None:
-                        digest = sha256(text).digest()
-                    if kind in counted and type(data) is dict and type(pool := data.get("nodepool")) is str:
-                        head = heads.get(pool)
-                        if head is None:
-                            head = heads[pool] = [1, own]
-                        else:
-                            head[0] += 1
-                            head[1] = own if head[1] is None else sha256(head[1] + own).digest()
-                        if limits and head[0] == limits.get(pool):
-                            self._prefixes[pool] = (head[0], head[1])
+                    else:  # forms 1 and 2: the head chains the pool's hashes
+                        head[1] = chain_step(head[1], own)
+                    head[0] += 1
+                    if limits and head[0] == limits.get(pool):
+                        self._prefixes[pool] = (head[0], head[1])
             tail = tails.get(stream)
             if (tail[0] == version - 1) if tail is not None else version == 1:
                 if chained and not pooled:

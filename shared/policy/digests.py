@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -71,10 +72,7 @@ def payload_text(stream_id: str, kind: str, data: Any, metadata: Any) -> bytes:
 
 def stored_payload_text(stream_id: str, kind: str, data: Any, metadata: Any) -> bytes:
     """`payload_text` of an event about to be written, as the audit will rebuild it (`as_stored`)."""
-    text = payload_text(stream_id, kind, data, metadata)
-    if b"e+" in text or b"-0.0" in text:
-        text = payload_text(stream_id, kind, as_stored(data), as_stored(metadata))
-    return text
+    return _read_back(lambda d, m: payload_text(stream_id, kind, d, m), data, metadata)
 
 
 # --- form 2 -------------------------------------------------------------------------------------------
@@ -107,12 +105,9 @@ def stored_canonical(
 ) -> bytes:
     """`canonical` of an event as written, as the audit rebuilds it (`as_stored`)."""
     micros = epoch_micros(occurred_at)
-    text = canonical(event_id, stream_id, version, kind, schema_version, micros, data, metadata)
-    if b"e+" in text or b"-0.0" in text:
-        text = canonical(
-            event_id, stream_id, version, kind, schema_version, micros, as_stored(data), as_stored(metadata)
-        )
-    return text
+    return _read_back(
+        lambda d, m: canonical(event_id, stream_id, version, kind, schema_version, micros, d, m), data, metadata
+    )
 
 
 # --- both ---------------------------------------------------------------------------------------------
@@ -126,10 +121,18 @@ def epoch_micros(at: datetime) -> int:
     return (at - _EPOCH) // _MICROSECOND
 
 
+def _read_back(text_of: Callable[[Any, Any], bytes], data: Any, metadata: Any) -> bytes:
+    """`text_of(data, metadata)` as the audit will rebuild it from what jsonb gives back: only a
+    text that shows a number PostgreSQL prints otherwise (`e+`, `-0.0`) pays for `as_stored`."""
+    text = text_of(data, metadata)
+    if b"e+" in text or b"-0.0" in text:
+        text = text_of(as_stored(data), as_stored(metadata))
+    return text
+
+
 def as_stored(value: Any) -> Any:
     """The value as it reads back from jsonb: the JSON the write sends, each number through
-    PostgreSQL's numeric (printed in full, no negative zero), parsed again by orjson. The JSON
-    text shows both (`e+`, `-0.0`), so only such payloads pay for this."""
+    PostgreSQL's numeric (printed in full, no negative zero), parsed again by orjson."""
     return _numbers(orjson.loads(orjson.dumps(value, option=orjson.OPT_NAIVE_UTC)))
 
 
