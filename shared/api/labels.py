@@ -116,6 +116,29 @@ def is_valid_label_value(value: str) -> list[str]:
     return errs
 
 
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+"""apimachinery's TotalAnnotationSizeLimitB: keys and values of an object's annotations together."""
+
+
+def label_errors(labels: dict[str, str]) -> list[tuple[str, str]]:
+    """apimachinery's ValidateLabels: (the refused key or value, why) for each problem. Keys are
+    qualified names; values at most 63 characters of the label-value charset."""
+    errs = []
+    for key, value in labels.items():
+        errs += [(key, e) for e in is_qualified_name(key)]
+        errs += [(value, e) for e in is_valid_label_value(value)]
+    return errs
+
+
+def annotation_errors(annotations: dict[str, str]) -> tuple[list[tuple[str, str]], int]:
+    """apimachinery's ValidateAnnotations: (the refused key, why) for each key that is not a
+    qualified name (case does not matter), and the total size of keys and values in bytes,
+    which may not pass TOTAL_ANNOTATION_SIZE_LIMIT."""
+    errs = [(key, e) for key in annotations for e in is_qualified_name(key.lower())]
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    return errs, size
+
+
 def label_domain(key: str) -> str:
     return key.split("/", 1)[0] if "/" in key else ""
 
