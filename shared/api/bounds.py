@@ -7,7 +7,8 @@ so a NodePool is refused here exactly where Kubernetes or Karpenter cannot hold 
 
 - a duration is a Go `time.Duration`: int64 nanoseconds, at most 2562047h47m16.854775807s
   (about 292 years); past it Go's `time.ParseDuration` fails with `time: invalid duration "..."`;
-- a quantity fits the API server's int64 milli-units: at most 9223372036854775807m in size;
+- a quantity fits the API server's int64 milli-units: at most 9223372036854775807m in size, and
+  is held to whole nanos as the API server rounds it (up, away from zero);
 - a budget's `nodes` count is an IntOrString, whose integer is an int32;
 - a `Gt`/`Lt` requirement's value is parsed by Karpenter as an int64.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from fractions import Fraction
 
 MAX_INT32 = 2**31 - 1
@@ -34,6 +35,9 @@ MAX_QUANTITY_MILLI = MAX_INT64
 MAX_QUANTITY = Decimal(MAX_QUANTITY_MILLI).scaleb(-3)
 """9223372036854775.807: the largest quantity (in size) the API server stores as int64 milli-units."""
 MAX_QUANTITY_TEXT = f"{MAX_QUANTITY_MILLI}m"
+
+NANO = Decimal("1e-9")
+"""The API server's finest quantity: a finer one is rounded up to it (`1e-1000000` is `1n`)."""
 
 MAX_BUDGET_NODES = MAX_INT32
 MAX_BOUND_VALUE = MAX_INT64
@@ -87,6 +91,15 @@ def quantity_error(text: str, value: Decimal) -> str | None:
     if value.is_finite() and value.copy_abs() <= MAX_QUANTITY:  # copy_abs: exact, never rounds
         return None
     return f'Invalid value: "{text}": must be no more than {MAX_QUANTITY_TEXT} in size (int64 milli-units)'
+
+
+def to_nanos(value: Decimal) -> Decimal:
+    """The quantity as the API server keeps it: rounded up (away from zero) to whole nanos. A
+    bounded quantity then has at most 25 significant digits, exact in the 28 of Python's
+    decimal context, and prints in a few characters (`1e-1000000` printed a million zeros)."""
+    if value.as_tuple().exponent >= -9:  # type: ignore[operator]
+        return value
+    return value.quantize(NANO, rounding=ROUND_UP)
 
 
 def budget_nodes_error(nodes: str) -> str | None:

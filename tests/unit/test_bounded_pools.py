@@ -182,7 +182,7 @@ def _limit_cores(pool: NodePool, nodes: int) -> dict[str, Decimal] | None:
     limits = {name: q.value for name, q in (pool.spec.limits or {}).items()}
     usage = {"cpu": Decimal(nodes) * 64, "memory": Decimal(nodes) * 512 * GI, "nodes": Decimal(nodes)}
     for value in limits.values():  # what the scheduler's metrics and the summaries do with them
-        assert float(value) == float(value) and format_quantity(value)
+        assert float(value) == float(value) and 0 < len(format_quantity(value)) < 40
     exceeded_limits(limits, usage, {"cpu": Decimal(64), "memory": 512 * GI})
     return remaining_resources(limits, usage) if limits else None
 

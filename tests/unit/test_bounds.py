@@ -5,12 +5,14 @@ apimachinery validates them; IANA zone names only; the budget calendar bounded b
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
 from shared.api.bounds import MAX_DURATION, go_duration_error
 from shared.api.duration import parse_duration
 from shared.api.nodepool import Budget
+from shared.api.quantity import format_quantity
 from shared.api.scenario import validate_scenario
 from shared.api.validation import is_known_time_zone, validate_nodepool
 from shared.policy.budgets import DisruptionBudgets
@@ -263,3 +265,24 @@ def test_a_calendar_with_go_s_longest_duration_is_computed_at_once():
     assert [(w.start, w.end, w.allowed) for w in calendar.windows if w.reason == "Empty"] == [
         (start, start + timedelta(days=30), 0)
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "nanos"),
+    [
+        ("1e-1000000", Decimal("1e-9")),
+        ("-1e-1000000", Decimal("-1e-9")),
+        ("0.1234567891", Decimal("0.123456790")),
+        ("100m", Decimal("0.1")),
+        ("9223372036854775807m", Decimal("9223372036854775.807")),
+    ],
+)
+def test_a_limit_is_held_to_whole_nanos_as_the_api_server_rounds_it(text, nanos):
+    """Up, away from zero, as apimachinery's ParseQuantity rounds: the value then has at most 25
+    digits (exact in Python's decimal context) and formats in a few characters, the user's text
+    kept as written."""
+    pool = validate_nodepool(nodepool_doc(**{"spec.limits": {"cpu": text}})).nodepool
+    assert pool is not None
+    quantity = pool.spec.limits["cpu"]
+    assert quantity.value == nanos and str(quantity) == text
+    assert len(format_quantity(quantity.value)) < 30
