@@ -22,9 +22,15 @@ import re
 from datetime import timedelta
 from decimal import ROUND_UP, Decimal
 from fractions import Fraction
+from typing import Annotated
+
+from pydantic import Field, StrictInt
 
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
+Int32 = Annotated[StrictInt, Field(ge=-MAX_INT32 - 1, le=MAX_INT32)]
+Int64 = Annotated[StrictInt, Field(ge=-MAX_INT64 - 1, le=MAX_INT64)]
+"""Integer fields as Kubernetes types them (`int32`, `int64`): a YAML integer has no bound of its own."""
 
 MAX_DURATION_NANOSECONDS = MAX_INT64
 MAX_DURATION_TEXT = "2562047h47m16.854775807s"

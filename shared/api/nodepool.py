@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StrictInt, field_validator
 
 from shared.api.base import APIModel
-from shared.api.bounds import budget_nodes_error
+from shared.api.bounds import Int64, budget_nodes_error
 from shared.api.core import Condition, NodeClassReference, ObjectMeta, Requirement, Taint
 from shared.api.cron import SCHEDULE_PATTERN
 from shared.api.duration import (
@@ -188,9 +188,9 @@ class NodePoolSpec(APIModel):
 
 class NodePoolStatus(APIModel):
     resources: dict[str, Quantity] | None = None
-    nodes: StrictInt | None = None
+    nodes: Int64 | None = None
     conditions: list[Condition] | None = None
-    node_class_observed_generation: StrictInt | None = None
+    node_class_observed_generation: Int64 | None = None
 
 
 class NodePool(APIModel):

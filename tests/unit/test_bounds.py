@@ -286,3 +286,31 @@ def test_a_limit_is_held_to_whole_nanos_as_the_api_server_rounds_it(text, nanos)
     quantity = pool.spec.limits["cpu"]
     assert quantity.value == nanos and str(quantity) == text
     assert len(format_quantity(quantity.value)) < 30
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"),
+    [
+        ("metadata.generation", lambda v: {"metadata.generation": v}),
+        ("metadata.deletionGracePeriodSeconds", lambda v: {"metadata.deletionGracePeriodSeconds": v}),
+        ("status.nodes", lambda v: {"status": {"nodes": v}}),
+    ],
+)
+def test_integer_fields_are_bounded_as_kubernetes_types_them(path, shape):
+    errors = validate_nodepool(nodepool_doc(**shape(2**63))).errors
+    assert [str(e) for e in errors] == [
+        f"{path}: Invalid value: 9223372036854775808: should be less than or equal to 9223372036854775807"
+    ]
+    assert validate_nodepool(nodepool_doc(**shape(2**63 - 1))).valid
+
+
+def test_a_workload_s_integers_are_bounded_as_kubernetes_types_them():
+    spread = {"maxSkew": 2**31, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    workload = {"name": "w", "topologySpreadConstraints": [spread], "tolerations": [{"tolerationSeconds": 2**63}]}
+    _, errors = validate_scenario(scenario_doc(workloads=[workload]))
+    assert [str(e) for e in errors] == [
+        "spec.workloads[0].topologySpreadConstraints[0].maxSkew: Invalid value: 2147483648: should be less than "
+        "or equal to 2147483647",
+        "spec.workloads[0].tolerations[0].tolerationSeconds: Invalid value: 9223372036854775808: should be less "
+        "than or equal to 9223372036854775807",
+    ]
