@@ -79,9 +79,11 @@ def go_duration_error(text: str) -> str | None:
     negative = text.startswith("-")
     total = 0
     for number, unit in _SEGMENT.findall(body):
-        if len(number) > 40:  # far past any bound: no need to build the number
+        whole, _, fraction = number.partition(".")
+        if len(whole.lstrip("0")) > 20:  # past any bound in any unit: no need to build the number
             return f"time: invalid duration {_go_quote(text)}"
-        total += int(Fraction(number or "0") * _NANOSECONDS[unit])
+        exact = Fraction(f"{whole or '0'}.{fraction[:30] or '0'}")  # digits past 1e-30 add no nanosecond
+        total += int(exact * _NANOSECONDS[unit])
         if total > MAX_DURATION_NANOSECONDS + negative:
             return f"time: invalid duration {_go_quote(text)}"
     return None

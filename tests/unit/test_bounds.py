@@ -205,6 +205,7 @@ def test_a_duration_is_bounded_as_go_parses_it():
     assert go_duration_error("2562047h47m16.854775808s") == 'time: invalid duration "2562047h47m16.854775808s"'
     assert go_duration_error("-2562047h47m16.854775808s") is None  # Go's smallest duration
     assert go_duration_error("1" + "0" * 60 + "ns") is not None
+    assert go_duration_error("0" * 60 + "1h") is None  # leading zeros, as Go reads them
     with pytest.raises(ValueError, match='time: invalid duration "876000000h"'):
         parse_duration("876000000h")
 
