@@ -133,6 +133,10 @@ class InputLimits(BaseSettings):
     max_calendar_days: int = Field(default=5 * 365 + 2, ge=1, le=100 * 366)
     """The longest span `nodewright budgets --from --to` lists, in days (default: any five years,
     two leap days included)."""
+    max_calendar_windows: int = Field(default=25_000, ge=1, le=10_000_000)
+    """The most windows `nodewright budgets --from --to` lists, all NodePools and reasons together
+    (a few KB of memory each while listed): five years of a daily schedule is about 11,000;
+    a two-minute schedule opens 43,200 a month."""
 
 
 class Settings(InputLimits):

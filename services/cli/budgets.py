@@ -13,7 +13,7 @@ from rich.table import Table
 from shared.api.instants import iso, out_of_range
 from shared.api.nodepool import NodePool
 from shared.policy.budgets import BudgetStatus, DisruptionBudgets
-from shared.policy.calendar import BudgetCalendar, budget_calendar
+from shared.policy.calendar import BudgetCalendar, CalendarTooLarge, budget_calendar
 from shared.policy.limits import NodeLimit
 
 
@@ -22,6 +22,7 @@ class UsageError(ValueError):
 
 
 CALENDAR_SETTING = "NODEWRIGHT_MAX_CALENDAR_DAYS"
+WINDOWS_SETTING = "NODEWRIGHT_MAX_CALENDAR_WINDOWS"
 
 
 def parse_instant(text: str, option: str, now: datetime | None = None) -> datetime:
@@ -78,8 +79,31 @@ def point_report(pool: NodePool, at: datetime, nodes: int, disrupting: int) -> d
     }
 
 
-def calendar_report(pool: NodePool, start: datetime, end: datetime, nodes: int) -> dict[str, Any]:
-    calendar: BudgetCalendar = budget_calendar(DisruptionBudgets.of(pool), start, end, nodes)
+def calendar_reports(
+    pools: list[NodePool], start: datetime, end: datetime, nodes: int, max_windows: int
+) -> list[dict[str, Any]]:
+    """Each pool's calendar, all of them together within `max_windows` windows: UsageError,
+    before the windows are built, naming the setting and what to narrow."""
+    reports = []
+    left = max_windows
+    for pool in pools:
+        try:
+            report = calendar_report(pool, start, end, nodes, left)
+        except CalendarTooLarge as exc:
+            raise UsageError(
+                f"--from/--to: the budget calendar of NodePool {pool.name} from {iso(start)} to {iso(end)} is "
+                f"too large to list ({exc}): a calendar lists at most {WINDOWS_SETTING}={max_windows:,} windows, "
+                f"all NodePools and reasons together; narrow --from/--to or choose one --nodepool"
+            ) from None
+        left -= len(report["windows"])
+        reports.append(report)
+    return reports
+
+
+def calendar_report(
+    pool: NodePool, start: datetime, end: datetime, nodes: int, max_windows: int | None = None
+) -> dict[str, Any]:
+    calendar: BudgetCalendar = budget_calendar(DisruptionBudgets.of(pool), start, end, nodes, max_windows)
     zone = ZoneInfo(calendar.time_zone)
     return {
         "nodepool": pool.name,

@@ -115,8 +115,9 @@ def budgets(
         else:
             t1 = budgets_cmd.parse_instant(start or "", "--from")
             t2 = budgets_cmd.parse_instant(end or "", "--to")
-            budgets_cmd.calendar_span(t1, t2, limits_now().max_calendar_days)
-            reports = [budgets_cmd.calendar_report(p, t1, t2, nodes) for p in pools]
+            limits = limits_now()
+            budgets_cmd.calendar_span(t1, t2, limits.max_calendar_days)
+            reports = budgets_cmd.calendar_reports(pools, t1, t2, nodes, limits.max_calendar_windows)
     except (InputError, DocumentError, budgets_cmd.UsageError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

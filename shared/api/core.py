@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field, StrictInt
 
 from shared.api.base import APIModel
+from shared.api.bounds import MAX_INT64, Int64
 from shared.api.labels import QUALIFIED_KEY_PATTERN
 
 
@@ -21,10 +22,10 @@ class ObjectMeta(APIModel):
     namespace: str | None = None
     uid: str | None = None
     resource_version: str | None = None
-    generation: StrictInt | None = None
+    generation: Int64 | None = None
     creation_timestamp: datetime | None = None
     deletion_timestamp: datetime | None = None
-    deletion_grace_period_seconds: StrictInt | None = None
+    deletion_grace_period_seconds: Int64 | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[dict[str, Any]] | None = None
@@ -56,7 +57,7 @@ class Toleration(APIModel):
     operator: TolerationOperator | None = None
     value: str | None = None
     effect: TaintEffect | None = None
-    toleration_seconds: StrictInt | None = None
+    toleration_seconds: Int64 | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         """Kubernetes' ToleratesTaint: empty effect matches all effects, empty key with Exists matches all."""
@@ -101,7 +102,7 @@ class ConditionStatus(StrEnum):
 class Condition(APIModel):
     type: Annotated[str, Field(max_length=316)]
     status: ConditionStatus
-    observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
+    observed_generation: Annotated[StrictInt, Field(ge=0, le=MAX_INT64)] | None = None
     last_transition_time: datetime
     reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
     message: Annotated[str, Field(max_length=32768)] = ""

@@ -57,8 +57,11 @@ WELL_KNOWN_VALUES = {CAPACITY_TYPE_LABEL: CAPACITY_TYPES}
 
 _NAME_FMT = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _NAME_RE = re.compile(rf"^{_NAME_FMT}$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE_RE = re.compile(rf"^({_NAME_FMT})?$")
+_DNS1123_LABEL_FMT = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = rf"{_DNS1123_LABEL_FMT}(\.{_DNS1123_LABEL_FMT})*"
+_DNS1123_SUBDOMAIN_RE = re.compile(rf"^{_DNS1123_SUBDOMAIN_FMT}$")
+_LABEL_VALUE_FMT = rf"({_NAME_FMT})?"
+_LABEL_VALUE_RE = re.compile(rf"^{_LABEL_VALUE_FMT}$")
 
 # The CRD's own key pattern (used by the schema for taint keys/values and requirement keys).
 QUALIFIED_KEY_PATTERN = (
@@ -69,51 +72,87 @@ LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 _NAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 )
+_DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+
+
+def _regex_error(message: str, fmt: str, *examples: str) -> str:
+    """apimachinery's RegexError: the rule, examples, and the regular expression it checks."""
+    shown = "".join(f"{' or ' if i else ''}'{e}', " for i, e in enumerate(examples))
+    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
 def is_dns1123_subdomain(value: str) -> list[str]:
+    """apimachinery's IsDNS1123Subdomain, with its messages."""
     errs = []
     if len(value) > 253:
         errs.append("must be no more than 253 characters")
     if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
+        errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
 
 
 def is_qualified_name(value: str) -> list[str]:
     """apimachinery's IsQualifiedName: an optional DNS-subdomain prefix, a slash, and a name."""
+    errs = []
     parts = value.split("/")
     if len(parts) == 1:
         name = parts[0]
     elif len(parts) == 2:
         prefix, name = parts
         if not prefix:
-            return ["prefix part must be non-empty"]
-        errs = [f"prefix part {e}" for e in is_dns1123_subdomain(prefix)]
-        if errs:
-            return errs
+            errs.append("prefix part must be non-empty")
+        else:
+            errs += [f"prefix part {e}" for e in is_dns1123_subdomain(prefix)]
     else:
-        return [f"a qualified name {_NAME_MSG}, with an optional DNS subdomain prefix and '/'"]
+        return [
+            "a qualified name "
+            + _regex_error(_NAME_MSG, _NAME_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
     if not name:
-        return ["name part must be non-empty"]
-    errs = []
-    if len(name) > 63:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
         errs.append("name part must be no more than 63 characters")
     if not _NAME_RE.match(name):
-        errs.append(f"name part {_NAME_MSG}")
+        errs.append("name part " + _regex_error(_NAME_MSG, _NAME_FMT, "MyName", "my.name", "123-abc"))
     return errs
 
 
 def is_valid_label_value(value: str) -> list[str]:
+    """apimachinery's IsValidLabelValue, with its messages."""
     errs = []
     if len(value) > 63:
         errs.append("must be no more than 63 characters")
     if not _LABEL_VALUE_RE.match(value):
-        errs.append(f"a valid label must be an empty string or {_NAME_MSG.removeprefix('must ')}")
+        message = f"a valid label must be an empty string or {_NAME_MSG.removeprefix('must ')}"
+        errs.append(_regex_error(message, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
+
+
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+"""apimachinery's TotalAnnotationSizeLimitB: keys and values of an object's annotations together."""
+
+
+def label_errors(labels: dict[str, str]) -> list[tuple[str, str]]:
+    """apimachinery's ValidateLabels: (the refused key or value, why) for each problem. Keys are
+    qualified names; values at most 63 characters of the label-value charset."""
+    errs = []
+    for key, value in labels.items():
+        errs += [(key, e) for e in is_qualified_name(key)]
+        errs += [(value, e) for e in is_valid_label_value(value)]
+    return errs
+
+
+def annotation_errors(annotations: dict[str, str]) -> tuple[list[tuple[str, str]], int]:
+    """apimachinery's ValidateAnnotations: (the refused key, why) for each key that is not a
+    qualified name (case does not matter), and the total size of keys and values in bytes,
+    which may not pass TOTAL_ANNOTATION_SIZE_LIMIT."""
+    errs = [(key, e) for key in annotations for e in is_qualified_name(key.lower())]
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    return errs, size
 
 
 def label_domain(key: str) -> str:

@@ -8,9 +8,10 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, field_validator
+from pydantic import AfterValidator, Field, StrictInt, field_validator
 
 from shared.api.base import APIModel
+from shared.api.bounds import Int64, budget_nodes_error
 from shared.api.core import Condition, NodeClassReference, ObjectMeta, Requirement, Taint
 from shared.api.cron import SCHEDULE_PATTERN
 from shared.api.duration import (
@@ -18,11 +19,12 @@ from shared.api.duration import (
     DURATION_PATTERN,
     NEVER,
     NILLABLE_DURATION_PATTERN,
+    check_go_duration,
     parse_duration,
     parse_nillable,
 )
 from shared.api.labels import LABEL_VALUE_PATTERN
-from shared.api.quantity import Quantity
+from shared.api.quantity import BoundedQuantity, Quantity
 
 API_VERSION = "karpenter.sh/v1"
 NODES_RESOURCE = "nodes"
@@ -48,10 +50,20 @@ class NodeLimitMode(StrEnum):
     SOFT = "Soft"
 
 
+def _budget_nodes_fit(nodes: str) -> str:
+    if (problem := budget_nodes_error(nodes)) is not None:
+        raise ValueError(problem)
+    return nodes
+
+
+GoDuration = AfterValidator(check_go_duration)
+"""Every duration field: past Go's `time.Duration` bound is Go's own error (`shared.api.bounds`)."""
+
+
 class Budget(APIModel):
-    nodes: Annotated[str, Field(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$")] = "10%"
+    nodes: Annotated[str, Field(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$"), AfterValidator(_budget_nodes_fit)] = "10%"
     schedule: Annotated[str, Field(pattern=SCHEDULE_PATTERN)] | None = None
-    duration: Annotated[str, Field(pattern=BUDGET_DURATION_PATTERN)] | None = None
+    duration: Annotated[str, Field(pattern=BUDGET_DURATION_PATTERN), GoDuration] | None = None
     reasons: Annotated[list[DisruptionReason], Field(max_length=50)] | None = None
     time_zone: str | None = None
 
@@ -77,7 +89,7 @@ def _default_budgets() -> list[Budget]:
 
 class Disruption(APIModel):
     consolidation_policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
-    consolidate_after: Annotated[str, Field(pattern=NILLABLE_DURATION_PATTERN)] = "0s"
+    consolidate_after: Annotated[str, Field(pattern=NILLABLE_DURATION_PATTERN), GoDuration] = "0s"
     budgets: Annotated[list[Budget], Field(max_length=50)] = Field(default_factory=_default_budgets)
     node_limit_mode: NodeLimitMode = NodeLimitMode.HARD
 
@@ -113,8 +125,8 @@ class NodeClaimTemplateSpec(APIModel):
     taints: list[Taint] | None = None
     startup_taints: list[Taint] | None = None
     requirements: Annotated[list[Requirement], Field(max_length=100)]
-    expire_after: Annotated[str, Field(pattern=NILLABLE_DURATION_PATTERN)] = "720h"
-    termination_grace_period: Annotated[str, Field(pattern=DURATION_PATTERN)] | None = None
+    expire_after: Annotated[str, Field(pattern=NILLABLE_DURATION_PATTERN), GoDuration] = "720h"
+    termination_grace_period: Annotated[str, Field(pattern=DURATION_PATTERN), GoDuration] | None = None
 
     @field_validator("termination_grace_period", mode="before")
     @classmethod
@@ -147,7 +159,7 @@ class NodeClaimTemplate(APIModel):
 class NodePoolSpec(APIModel):
     template: NodeClaimTemplate
     disruption: Disruption = Field(default_factory=Disruption)
-    limits: dict[str, Quantity] | None = None
+    limits: dict[str, BoundedQuantity] | None = None
     weight: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
     replicas: Any = None
 
@@ -176,9 +188,9 @@ class NodePoolSpec(APIModel):
 
 class NodePoolStatus(APIModel):
     resources: dict[str, Quantity] | None = None
-    nodes: StrictInt | None = None
+    nodes: Int64 | None = None
     conditions: list[Condition] | None = None
-    node_class_observed_generation: StrictInt | None = None
+    node_class_observed_generation: Int64 | None = None
 
 
 class NodePool(APIModel):

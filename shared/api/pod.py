@@ -10,6 +10,7 @@ from typing import Annotated
 from pydantic import Field, StrictInt
 
 from shared.api.base import APIModel
+from shared.api.bounds import MAX_INT32
 from shared.api.core import Requirement
 
 
@@ -100,7 +101,7 @@ class WhenUnsatisfiable(StrEnum):
 
 
 class TopologySpreadConstraint(APIModel):
-    max_skew: Annotated[StrictInt, Field(ge=1)]
+    max_skew: Annotated[StrictInt, Field(ge=1, le=MAX_INT32)]
     topology_key: Annotated[str, Field(min_length=1)]
     when_unsatisfiable: WhenUnsatisfiable
     label_selector: LabelSelector | None = None

@@ -13,10 +13,12 @@ import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import GetCoreSchemaHandler
+from pydantic import AfterValidator, GetCoreSchemaHandler
 from pydantic_core import PydanticCustomError, core_schema
+
+from shared.api.bounds import quantity_error, to_nanos
 
 
 def _client_parser() -> Callable[[Any], Decimal]:
@@ -142,3 +144,22 @@ class Quantity(str):
             "description": "A Kubernetes quantity (100m, 16Gi, 1e3).",
             "examples": ["100m", "16Gi"],
         }
+
+
+def _within_bounds(quantity: Quantity) -> Quantity:
+    if (problem := quantity_error(str(quantity), quantity.value)) is not None:
+        raise ValueError(problem)
+    nanos = to_nanos(quantity.value)
+    if nanos == quantity.value:
+        return quantity
+    rounded = Quantity(str(quantity))  # a copy of its own: `_KNOWN` shares the original
+    rounded.value = nanos
+    return rounded
+
+
+BoundedQuantity = Annotated[Quantity, AfterValidator(_within_bounds)]
+"""A quantity a user writes (a NodePool's limits, a workload's requests): within the API
+server's int64 milli-units and rounded up to whole nanos as it stores them (`shared.api.bounds`),
+so no sum or difference of them overflows or rounds in the decimal context the scheduler
+computes in. Quantities the system records (a pool's usage
+in an event) may rightly be larger and stay plain `Quantity`."""

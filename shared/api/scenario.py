@@ -9,7 +9,9 @@ the full NodePool validation. Offsets (`at`, `from`, `to`) are Go durations from
 Sizes are bounded so an absurd scenario is refused before any process starts, never played as
 an empty run that reports a clean audit: a duration is positive and at most 366 days, offsets
 and latencies are not negative, a workload has at most 100,000 replicas and the workloads at
-most 1,000,000 pods together (the sim keeps every pod in memory), lists at most 10,000 items.
+most 1,000,000 pods together (the sim keeps every pod in memory), lists at most 10,000 items,
+requests within the API server's quantities. The bounds live in `shared.api.bounds`, with the
+NodePool's.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pydantic import (
 )
 
 from shared.api.base import APIModel
+from shared.api.bounds import MAX_ITEMS, MAX_LATENCY, MAX_PODS, MAX_REPLICAS, MAX_SPAN, MAX_ZONES
 from shared.api.core import Toleration
 from shared.api.documents import DocumentError, nodepool_documents
 from shared.api.duration import format_duration, parse_duration
@@ -38,7 +41,7 @@ from shared.api.instants import out_of_range
 from shared.api.loading import MAX_NESTING, LoadError, check_nesting
 from shared.api.nodepool import NodePool
 from shared.api.pod import Affinity, TopologySpreadConstraint
-from shared.api.quantity import Quantity
+from shared.api.quantity import BoundedQuantity
 from shared.api.validation import FieldError, schema_errors, validate_nodepool
 
 API_VERSION = "nodewright.dev/v1alpha1"
@@ -48,13 +51,6 @@ DEFAULT_INSTANCE_TYPES = 400
 DEFAULT_ZONES = ("zone-a", "zone-b", "zone-c")
 DEPLOYMENT, STATEFULSET = "Deployment", "StatefulSet"
 SPOT = "spot"
-MAX_SPAN = timedelta(days=366)
-MAX_LATENCY = timedelta(hours=24)
-MAX_REPLICAS = 100_000
-MAX_PODS = 1_000_000
-MAX_ITEMS = 10_000
-"""The most entries of any list of a scenario (workloads, timeline, pools, faults)."""
-MAX_ZONES = 64
 
 
 def _go_duration(*, positive: bool, most: timedelta, what: str = "") -> Callable[[Any], Any]:
@@ -140,7 +136,7 @@ class CloudSpec(APIModel):
 
 class DaemonSetSpec(APIModel):
     name: Annotated[str, Field(min_length=1)]
-    requests: dict[str, Quantity] = Field(default_factory=dict)
+    requests: dict[str, BoundedQuantity] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
 
 
@@ -159,7 +155,7 @@ class WorkloadSpec(APIModel):
     name: Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
     kind: Literal["Deployment", "StatefulSet"] = DEPLOYMENT
     replicas: Replicas = 1
-    requests: dict[str, Quantity] = Field(default_factory=dict)
+    requests: dict[str, BoundedQuantity] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None

@@ -9,22 +9,26 @@ path (`spec.disruption.budgets[1]`) and the rule, never a Python traceback.
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import re
-import zoneinfo
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from shared.api.bounds import fits_int64
 from shared.api.core import BOUND_OPERATORS, Operator, Requirement, Taint
 from shared.api.cron import CronError, parse_cron
 from shared.api.labels import (
+    TOTAL_ANNOTATION_SIZE_LIMIT,
     WELL_KNOWN_VALUES,
+    annotation_errors,
     cel_label_key_errors,
     is_dns1123_subdomain,
     is_qualified_name,
     is_valid_label_value,
+    label_errors,
     normalize_key,
     restricted_label_error,
 )
@@ -101,13 +105,21 @@ def schema_errors(exc: ValidationError) -> list[FieldError]:
     return [FieldError(format_path(e["loc"]), _schema_message(e)) for e in exc.errors(include_url=False)]
 
 
+_NOT_ZONES = frozenset({"Factory"})
+"""In the tz database's files but no place's time: `Factory` is a placeholder zone."""
+
+
 @functools.cache
-def _known_time_zones() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
+def _iana_zones() -> frozenset[str]:
+    """The IANA tz database's zone and link names, as the `tzdata` package lists them: never the
+    machine's own files, which add `localtime`, `posixrules`, `posix/...` and `right/...` (not
+    zone names) and differ from one machine to the next."""
+    text = importlib.resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines() if line.strip()) - _NOT_ZONES
 
 
 def is_known_time_zone(name: str) -> bool:
-    return name in _known_time_zones()
+    return name in _iana_zones()
 
 
 def _requirement_errors(path: str, req: Requirement) -> Iterator[FieldError]:
@@ -124,7 +136,9 @@ def _requirement_errors(path: str, req: Requirement) -> Iterator[FieldError]:
             yield FieldError(f"{path}.values[{j}]", f"invalid value {value} for key {req.key}, {e}")
     if req.operator == Operator.IN and not values:
         yield FieldError(path, "requirements with operator 'In' must have a value defined")
-    if req.operator in BOUND_OPERATORS and not (len(values) == 1 and _NON_NEGATIVE_INT.match(values[0])):
+    if req.operator in BOUND_OPERATORS and not (
+        len(values) == 1 and _NON_NEGATIVE_INT.match(values[0]) and fits_int64(values[0])
+    ):
         yield FieldError(
             f"{path}.values",
             "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
@@ -194,8 +208,24 @@ def _budget_errors(nodepool: NodePool) -> Iterator[FieldError]:
                 )
 
 
+def _metadata_errors(
+    path: str, labels: dict[str, str] | None, annotations: dict[str, str] | None
+) -> Iterator[FieldError]:
+    """apimachinery's ValidateLabels and ValidateAnnotations, as the API server applies them to
+    an object's metadata (here also to the template's, which become the NodeClaims' and nodes')."""
+    for value, e in label_errors(labels or {}):
+        yield FieldError(f"{path}.labels", f'Invalid value: "{value}": {e}')
+    keys, size = annotation_errors(annotations or {})
+    for key, e in keys:
+        yield FieldError(f"{path}.annotations", f'Invalid value: "{key}": {e}')
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT:
+        yield FieldError(f"{path}.annotations", f"Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")
+
+
 def _template_errors(nodepool: NodePool) -> Iterator[FieldError]:
     template = nodepool.spec.template
+    if template.metadata is not None:
+        yield from _metadata_errors("spec.template.metadata", None, template.metadata.annotations)
     labels = template.labels
     for key, _value in labels.items():
         cel = cel_label_key_errors(key)
@@ -234,6 +264,7 @@ def rule_errors(nodepool: NodePool) -> list[FieldError]:
             FieldError("metadata.name", f'Invalid value: "{nodepool.name}": {e}')
             for e in is_dns1123_subdomain(nodepool.name)
         ]
+    errors += _metadata_errors("metadata", nodepool.metadata.labels, nodepool.metadata.annotations)
     errors += _template_errors(nodepool)
     errors += _budget_errors(nodepool)
     return errors

@@ -5,6 +5,10 @@ arithmetic from `schedule.py`, never minute stepping). A sweep over the windows'
 events tracks which budgets are active; between two events that set is constant, and its allowed
 count per reason is the same minimum a point query computes (looked up once per distinct set).
 Adjacent segments with the same count are merged.
+
+A calendar's size is the caller's to bound (`max_windows`): a two-minute schedule opens 43,200
+windows a month, and five years of them took 632 MB to list. Past the bound, CalendarTooLarge,
+raised while counting, before the windows are built.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import NamedTuple
 
 from shared.api.nodepool import DisruptionReason
 from shared.policy.budgets import REASONS, BudgetError, CompiledBudget, DisruptionBudgets
-from shared.policy.schedule import UTC_KEY, epoch
+from shared.policy.schedule import UTC_KEY, TooManyWindows, epoch
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -47,10 +51,18 @@ class BudgetCalendar:
     errors: tuple[str, ...]
 
 
-def _active_intervals(budget: CompiledBudget, t1: float, t2: float) -> list[tuple[float, float]]:
+class CalendarTooLarge(ValueError):
+    """The calendar would hold more windows than its caller's bound."""
+
+    def __init__(self, most: int, why: str) -> None:
+        super().__init__(why)
+        self.most = most
+
+
+def _active_intervals(budget: CompiledBudget, t1: float, t2: float, most: int | None) -> list[tuple[float, float]]:
     if budget.schedule_error is not None or budget.schedule is None:
         return [(t1, t2)]
-    return budget.schedule.windows(t1, t2)
+    return budget.schedule.windows(t1, t2, most)
 
 
 def pool_time_zone(budgets: DisruptionBudgets) -> str:
@@ -74,14 +86,24 @@ def _budget_values(budgets: DisruptionBudgets, nodes: int) -> tuple[list[int | N
     return values, errors
 
 
-def budget_calendar(budgets: DisruptionBudgets, start: datetime, end: datetime, nodes: int) -> BudgetCalendar:
+def budget_calendar(
+    budgets: DisruptionBudgets, start: datetime, end: datetime, nodes: int, max_windows: int | None = None
+) -> BudgetCalendar:
+    """With `max_windows`, CalendarTooLarge when the budgets together open more windows than
+    that in the span, or the calendar (all reasons) would list more."""
     t1, t2 = epoch(start), epoch(end)
     if t2 <= t1:
         raise ValueError("the calendar's end must be after its start")
     values, errors = _budget_values(budgets, nodes)
     events: list[tuple[float, int]] = []  # (instant, budget bit); a bit toggles at each window edge
     for i, budget in enumerate(budgets.budgets):
-        for a, b in _active_intervals(budget, t1, t2):
+        most = None if max_windows is None else max_windows - len(events) // 2
+        try:
+            intervals = _active_intervals(budget, t1, t2, most)
+        except TooManyWindows:
+            why = f"its budgets' schedules open more than {max_windows:,} windows in the span, budget {i} past it"
+            raise CalendarTooLarge(max_windows or 0, why) from None
+        for a, b in intervals:
             events.append((a, 1 << i))
             events.append((b, 1 << i))
     events.sort()
@@ -97,8 +119,10 @@ def budget_calendar(budgets: DisruptionBudgets, start: datetime, end: datetime, 
         )
 
     rows: list[list[list]] = [[] for _ in REASONS]
+    count = 0
 
     def emit(a: float, b: float, mask: int) -> None:
+        nonlocal count
         per_reason = by_mask.get(mask)
         if per_reason is None:
             per_reason = by_mask[mask] = allowed_for(mask)
@@ -107,6 +131,10 @@ def budget_calendar(budgets: DisruptionBudgets, start: datetime, end: datetime, 
                 reason_rows[-1][1] = b
             else:
                 reason_rows.append([a, b, value])
+                count += 1
+        if max_windows is not None and count > max_windows:
+            why = f"it would list more than {max_windows:,} windows"
+            raise CalendarTooLarge(max_windows, why)
 
     mask, cursor = 0, t1
     for t, bit in events:

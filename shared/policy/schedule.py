@@ -27,6 +27,15 @@ UTC_KEY = "UTC"
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DAY = 86400
 _LONGEST_DAY = 25 * 3600
+_MINUTES_A_DAY = 25 * 60
+
+
+class TooManyWindows(ValueError):
+    """A schedule opens more windows in a span than its caller takes (`windows(most=...)`)."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__(f"more than {most} windows")
+        self.most = most
 
 
 def epoch(at: datetime) -> float:
@@ -124,12 +133,14 @@ class CompiledSchedule:
                         return hits[i] > low
             ordinal -= 1
 
-    def windows(self, t1: float, t2: float) -> list[tuple[float, float]]:
-        """The merged active intervals [start, end) that meet [t1, t2), clipped to it."""
+    def windows(self, t1: float, t2: float, most: int | None = None) -> list[tuple[float, float]]:
+        """The merged active intervals [start, end) that meet [t1, t2), clipped to it; with
+        `most`, TooManyWindows as soon as there are more than that (a `*/2 * * * *` schedule
+        opens 262,800 in a year), before they take the memory."""
         if self.duration <= 0 or t2 <= t1:
             return []
         merged: list[tuple[float, float]] = []
-        first = self._local_ordinal(t1 - self.duration) - 1
+        first = self._last_day_with_hits(self._local_ordinal(t1) - 1, self._local_ordinal(t1 - self.duration) - 1)
         last = self._local_ordinal(t2)
         for ordinal in range(first, last + 1):
             if not self._matches(ordinal):
@@ -141,7 +152,26 @@ class CompiledSchedule:
             else:
                 for a, b in _runs(self._transition_day_hits(ordinal), 60.0):
                     _merge_into(merged, a, b + self.duration)
-        return [(max(a, t1), min(b, t2)) for a, b in merged if b > t1 and a < t2]
+            if most is not None and len(merged) > most + _MINUTES_A_DAY:  # a day before t1 may hold as many
+                raise TooManyWindows(most)
+        clipped = [(max(a, t1), min(b, t2)) for a, b in merged if b > t1 and a < t2]
+        if most is not None and len(clipped) > most:
+            raise TooManyWindows(most)
+        return clipped
+
+    def _last_day_with_hits(self, ordinal: int, earliest: int) -> int:
+        """The latest day from `ordinal` back to `earliest` with a hit, else `earliest`. Every
+        hit on a day before `t1`'s is before `t1`, and a window is as long as any other, so from
+        `t1` on the windows of earlier days lie inside that day's last one: a calendar need not
+        walk back the whole duration (292 years at Go's bound: 106,000 days) but only to the
+        last firing day, at most eight years back (`0 0 29 2 *` across 2100)."""
+        while ordinal > earliest:
+            if self._matches(ordinal):
+                steady = _day_start(self.tz_key, ordinal)[1]
+                if (self._day_minutes if steady else self._transition_day_hits(ordinal)) != []:
+                    return ordinal
+            ordinal -= 1
+        return earliest
 
 
 @functools.lru_cache(maxsize=1024)

@@ -172,6 +172,104 @@ CASES = [
 ]
 
 
+# Bounded values (issue 38): what crash-looped a service while `run` said "audit OK", and what
+# validation let through. A scenario holding one exits 2 before anything starts; `validate` on
+# the NodePool alone exits 1 (`BOUND_INVALID` below).
+_BOUND_POOLS = {
+    "expire": {"spec.template.spec.expireAfter": "876000000h"},
+    "limit": {"spec.limits": {"nodes": "1e1000000"}},
+    "budget": {"spec.disruption.budgets": [{"nodes": "0", "schedule": "@daily", "duration": "99999999999999999h"}]},
+    "labels": {"metadata.labels": {"example.com/team": "x" * 64}},
+    "annotations": {"metadata.annotations": {"a": "x" * (256 * 1024)}},
+    "zone": {
+        "spec.disruption.budgets": [{"nodes": "0", "schedule": "@daily", "duration": "1h", "timeZone": "localtime"}]
+    },
+    "factory": {
+        "spec.disruption.budgets": [{"nodes": "0", "schedule": "@daily", "duration": "1h", "timeZone": "Factory"}]
+    },
+}
+for _kind, _overrides in _BOUND_POOLS.items():
+    FILES[f"pool-{_kind}.yaml"] = yaml.safe_dump(nodepool_doc(**{"metadata.name": "a", **_overrides}))
+    FILES[f"run-{_kind}.yaml"] = yaml.safe_dump(
+        scenario_doc(nodePools=[nodepool_doc(**{"metadata.name": "a", **_overrides})])
+    )
+FILES["two-minutes.yaml"] = yaml.safe_dump(
+    nodepool_doc(
+        **{
+            "metadata.name": "a",
+            "spec.disruption.budgets": [{"nodes": "0", "schedule": "*/2 * * * *", "duration": "1m"}],
+        }
+    )
+)
+_POOL0 = "spec.nodePools[0]"
+_DURATION = 'time: invalid duration "{}"'
+_QUANTITY = 'Invalid value: "1e1000000": must be no more than 9223372036854775807m in size'
+CASES += [
+    Case(
+        "run-expire-after-overflow",
+        ("run", "{run-expire.yaml}"),
+        (f"{_POOL0}.spec.template.spec.expireAfter", _DURATION.format("876000000h")),
+        process=True,
+    ),
+    Case("run-limits-overflow", ("run", "{run-limit.yaml}"), (f"{_POOL0}.spec.limits[nodes]", _QUANTITY)),
+    Case(
+        "run-budget-duration-overflow",
+        ("run", "{run-budget.yaml}"),
+        (f"{_POOL0}.spec.disruption.budgets[0].duration", _DURATION.format("99999999999999999h")),
+    ),
+    Case("run-label-value", ("run", "{run-labels.yaml}"), (f"{_POOL0}.metadata.labels", "no more than 63 characters")),
+    Case(
+        "run-annotations-size",
+        ("run", "{run-annotations.yaml}"),
+        (f"{_POOL0}.metadata.annotations", "Too long: may not be more than 262144 bytes"),
+    ),
+    Case(
+        "run-zone-localtime",
+        ("run", "{run-zone.yaml}"),
+        (f"{_POOL0}.spec.disruption.budgets[0].timeZone", 'unknown time zone "localtime"'),
+    ),
+    Case(
+        "budgets-at-limits-overflow",
+        ("budgets", "{pool-limit.yaml}", *NOW),
+        ("spec.limits[nodes]", _QUANTITY),
+        process=True,
+    ),
+    Case(
+        "budgets-calendar-windows",
+        (
+            "budgets",
+            "{two-minutes.yaml}",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-03-01T00:00:00Z",
+            "--nodes",
+            "3",
+            "-o",
+            "json",
+        ),
+        ("--from/--to", "too large to list", "NODEWRIGHT_MAX_CALENDAR_WINDOWS=25,000", "narrow --from/--to"),
+        process=True,
+    ),
+    Case(
+        "budgets-calendar-windows-setting",
+        ("budgets", EXTENSIONS, "--from", "2026-11-23T00:00:00Z", "--to", "2026-12-23T00:00:00Z", "--nodes", "3"),
+        ("NODEWRIGHT_MAX_CALENDAR_WINDOWS=10", "narrow --from/--to or choose one --nodepool"),
+        {"NODEWRIGHT_MAX_CALENDAR_WINDOWS": "10"},
+    ),
+]
+BOUND_INVALID = [
+    # (name, file, what stdout must say): `validate` exits 1 for each, naming the field and the rule
+    ("expire", "{pool-expire.yaml}", ("spec.template.spec.expireAfter", _DURATION.format("876000000h"))),
+    ("limit", "{pool-limit.yaml}", ("spec.limits[nodes]", _QUANTITY)),
+    ("budget", "{pool-budget.yaml}", ("spec.disruption.budgets[0].duration", _DURATION.format("99999999999999999h"))),
+    ("labels", "{pool-labels.yaml}", ("metadata.labels", "must be no more than 63 characters")),
+    ("annotations", "{pool-annotations.yaml}", ("metadata.annotations", "may not be more than 262144 bytes")),
+    ("zone", "{pool-zone.yaml}", ("spec.disruption.budgets[0].timeZone", 'unknown time zone "localtime"')),
+    ("factory", "{pool-factory.yaml}", ("spec.disruption.budgets[0].timeZone", 'unknown time zone "Factory"')),
+]
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("bad-input")
@@ -245,3 +343,12 @@ def test_a_crash_exits_3_with_one_line_and_a_log(tmp_path, monkeypatch, capsys):
     fallback = Path(capsys.readouterr().err.split("(details in ")[1].rstrip(")\n"))
     assert fallback.name.startswith("nodewright-cli-error-") and "RuntimeError" in fallback.read_text()
     fallback.unlink()
+
+
+@pytest.mark.parametrize(("name", "file", "says"), BOUND_INVALID, ids=[c[0] for c in BOUND_INVALID])
+def test_a_value_past_its_bound_makes_validate_exit_1_naming_it(name, file, says, files: Path):
+    result = CliRunner().invoke(app, ["validate", str(files / file[1:-1])])
+    assert result.exit_code == 1, (name, result.output)
+    assert "Traceback" not in result.output and result.stdout.startswith("INVALID a ")
+    for fragment in says:
+        assert fragment in result.stdout, (name, fragment, result.stdout)

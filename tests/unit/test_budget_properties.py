@@ -35,7 +35,10 @@ crons = st.one_of(
     st.sampled_from(["@hourly", "@daily", "@weekly", "@monthly", "@yearly"]),
     st.tuples(_field(0, 59), _field(0, 23), _field(1, 28), _field(1, 12), _field(0, 6)).map(" ".join),
 )
-durations = st.sampled_from(["1m", "10m", "30m", "1h", "1h30m", "8h", "9h", "24h", "48h"])
+durations = st.sampled_from(
+    ["1m", "10m", "30m", "1h", "1h30m", "8h", "9h", "24h", "48h", "720h", "87600h", "2562047h47m"]
+)
+"""Up to Go's bound (292 years): a calendar must not walk the whole duration back."""
 zones = st.sampled_from([None, "America/Chicago", "Europe/Berlin", "Australia/Sydney", "Asia/Kolkata"])
 nodes_values = st.one_of(st.integers(0, 100).map(lambda n: f"{n}%"), st.integers(0, 50).map(str))
 reasons = st.none() | st.lists(st.sampled_from(list(DisruptionReason)), min_size=1, max_size=3, unique=True)
