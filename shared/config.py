@@ -16,6 +16,7 @@ from pydantic import ByteSize, Field, SecretStr, field_validator, model_validato
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.clock import Clock, clock_from
+from shared.redaction import check_servers, check_url
 
 _ASYNC_DRIVER = "postgresql+asyncpg"
 _PLAIN_SCHEMES = frozenset({"postgres", "postgresql"})
@@ -218,6 +219,7 @@ class Settings(InputLimits):
     def _normalise_database_url(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
+        check_url(value.strip(), "NODEWRIGHT_DATABASE_URL")
         return async_database_url(value.strip())
 
     @field_validator("deployment")
@@ -232,6 +234,7 @@ class Settings(InputLimits):
     def _blank_nats_url_is_unset(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
+        check_servers(value.strip(), "NODEWRIGHT_NATS_URL")
         return value.strip()
 
 
