@@ -122,7 +122,7 @@ def test_settings_take_a_well_formed_url(url: str):
 def test_a_server_list_is_checked_server_by_server():
     check_servers("nats://a:x1@h1:4222, nats://b:y%402@h2:4222", "NODEWRIGHT_NATS_URL")
     for bad in ("nats://a:Hunt,er2x@h1:4222", "nats://a:Hunt@er2x@h1:4222,nats://h2:4222"):
-        with pytest.raises(ValueError, match="NODEWRIGHT_NATS_URL: .* must percent-encode") as refused:
+        with pytest.raises(ValueError, match=r"NODEWRIGHT_NATS_URL: .* must percent-encode") as refused:
             check_servers(bad, "NODEWRIGHT_NATS_URL")
         assert "Hunt" not in str(refused.value) and "er2x" not in str(refused.value)
 
