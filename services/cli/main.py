@@ -21,6 +21,7 @@ from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
 from services.cli.database import RunOption, with_database
 from services.cli.failures import CLI
+from services.cli.outputs import OutputError, check_file
 from services.cli.service import service_app
 from shared.api.documents import DocumentError
 from shared.policy.chain import read_anchor
@@ -144,6 +145,7 @@ def events_export(
     file: Annotated[Path, typer.Argument(help="JSON Lines file to write")], run: RunOption = None
 ) -> None:
     """Write the whole log, one event per line, in position order."""
+    _writable(lambda: check_file(file, "FILE"))
     count = with_database(lambda url: eventlog.export(url, file), run)
     typer.echo(f"exported {count} events to {file}")
 
@@ -179,6 +181,8 @@ def audit(
     against the budgets active at its time; compare the counters; verify the hash chain. Exit 1
     on any violation."""
     anchored = None
+    if save_anchor is not None:
+        _writable(lambda: check_file(save_anchor, "--save-anchor"))
     try:
         if anchor is not None:
             anchored = read_anchor(read_json(anchor))
@@ -262,6 +266,15 @@ def asyncapi(
     typer.echo(render(BusNames(settings().deployment), json=output == "json"), nl=False)
 
 
+def _writable(check: Callable[[], None]) -> None:
+    """An output path checked before any work (`services.cli.outputs`); exit 2 when it cannot be written."""
+    try:
+        check()
+    except OutputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def _with_bus(work: Callable[[LocalBus], T]) -> T:
     """Run `work` on NODEWRIGHT_NATS_URL, else on an embedded nats-server; exit 2 when the bus
     cannot be reached or refuses this identity."""
@@ -315,15 +328,15 @@ def delete_nodeclaim(
 
 @contextlib.contextmanager
 def _system_errors() -> Iterator[None]:
-    """A bad scenario exits 2; a service process that died exits 3 (an internal error: its
-    own log says why); both say why."""
+    """A bad scenario or an output path that cannot be written exits 2; a service process that
+    died exits 3 (an internal error: its own log says why); each says why."""
     from services.cli.children import ChildExited
     from shared.api.scenario import ScenarioError
     from shared.runtime.runs import RunError
 
     try:
         yield
-    except (ScenarioError, RunError) as exc:
+    except (ScenarioError, RunError, OutputError) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
@@ -383,6 +396,9 @@ def run_command(
     with _system_errors():
         summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
+    if summary.get("report_error"):
+        typer.echo(f"error: {summary['report_error']}", err=True)
+        raise typer.Exit(1 if not summary["audit_ok"] else 2)
     raise typer.Exit(0 if summary["audit_ok"] else 1)
 
 

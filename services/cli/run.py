@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from services.cli import report, up
+from services.cli import outputs, report, up
 from shared.config import Settings
 from shared.runtime import runs
 from shared.runtime.scenarios import load_scenario
@@ -33,7 +33,10 @@ def run(
     started: datetime | None = None,
 ) -> dict[str, Any]:
     """Play the scenario on a log of its own (a new database, `shared.runtime.runs`), audit it,
-    and summarise it; with `report_dir`, write the report there too."""
+    and summarise it; with `report_dir` (checked first: `outputs.OutputError`), write the report
+    there too."""
+    if report_dir is not None:
+        outputs.check_directory(report_dir, "--report", report.FILES)
     scenario = load_scenario(path)
     speed = speed or default_speed(scenario.end - scenario.start)
     wall = (scenario.end - scenario.start).total_seconds() / speed + SETTLE_SECONDS
@@ -49,8 +52,11 @@ def run(
         summary, timeline, events = await report.from_database(database_url, scenario.name, score)
         summary["run"] = name
         if report_dir is not None:
-            report.write(report_dir, summary, timeline, events)
-            summary["report"] = str(report_dir)
+            try:
+                report.write(report_dir, summary, timeline, events)
+                summary["report"] = str(report_dir)
+            except OSError as exc:  # checked before the run, yet gone since: the summary is kept
+                summary["report_error"] = f"--report: cannot write the report in {report_dir}: {exc}"
         headline = {k: summary[k] for k in _HEADLINE}
         await runs.describe(database_url, name, {**description, "score": score, "summary": headline})
         return summary
