@@ -178,6 +178,8 @@ class Settings(InputLimits):
     """A test switch: every bus message is handled this many times, each after a redelivery."""
     termination_ack_wait: float = 30.0
     """Seconds after which a drain whose replica stopped answering goes to another replica."""
+    connect_timeout: float = Field(default=10.0, gt=0, le=3600)
+    """Seconds a command waits for PostgreSQL or NATS to answer before it gives up (exit 2)."""
     health_address: str = "0.0.0.0"
     """The IP address a service's /healthz and /readyz listen on (at its --port). Every interface
     by default, as a container needs; `nodewright up` gives its children 127.0.0.1."""

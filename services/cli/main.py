@@ -19,7 +19,7 @@ from services.cli import budgets as budgets_cmd
 from services.cli import describe as describe_cmd
 from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
-from services.cli.database import RunOption, with_database
+from services.cli.database import RunOption, settings_or_exit, with_database
 from services.cli.failures import CLI
 from services.cli.outputs import OutputError, check_file
 from services.cli.service import service_app
@@ -277,15 +277,17 @@ def _writable(check: Callable[[], None]) -> None:
 
 def _with_bus(work: Callable[[LocalBus], T]) -> T:
     """Run `work` on NODEWRIGHT_NATS_URL, else on an embedded nats-server; exit 2 when the bus
-    cannot be reached or refuses this identity."""
+    cannot be reached within NODEWRIGHT_CONNECT_TIMEOUT or refuses this identity."""
     import nats.errors
 
+    from services.cli.database import bus_answers
     from shared.bus.names import BadDeployment
-    from shared.config import settings
     from shared.runtime.bus import local_bus
 
+    config = settings_or_exit()
     try:
-        with local_bus(settings()) as bus:
+        with local_bus(config) as bus:
+            loop.run(bus_answers(bus.acting_as("cli"), "cli", config.connect_timeout))
             return work(bus)
     except typer.Exit:
         raise
@@ -328,16 +330,22 @@ def delete_nodeclaim(
 
 @contextlib.contextmanager
 def _system_errors() -> Iterator[None]:
-    """A bad scenario or an output path that cannot be written exits 2; a service process that
-    died exits 3 (an internal error: its own log says why); each says why."""
+    """A bad scenario, an output path that cannot be written, a bad setting or a server that does
+    not answer exit 2; a service process that did not start exits 3 (an internal error: its own
+    log says why); each says why."""
     from services.cli.children import ChildExited
+    from services.cli.database import Unreachable
     from shared.api.scenario import ScenarioError
+    from shared.runtime.crashes import settings_error
     from shared.runtime.runs import RunError
 
     try:
         yield
-    except (ScenarioError, RunError, OutputError) as exc:
+    except (ScenarioError, RunError, OutputError, Unreachable) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
+        raise typer.Exit(2) from None
+    except pydantic.ValidationError as exc:
+        typer.echo(f"error: {redact(settings_error(exc))}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)

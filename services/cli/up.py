@@ -9,7 +9,8 @@ clock (the scenario's start, `--speed` times faster), held at the start until ev
 ready, and their own health and metrics ports; each writes its log to
 `.nodewright/logs/<service>.log` (JSON lines unless `--log-format text`, which they inherit
 through NODEWRIGHT_LOG_FORMAT). A live view shows pools, nodes, pending pods and the newest
-events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
+events. Ctrl-C (or `--for`) stops every process, then the embedded servers. Configured servers
+that do not answer stop `up` before it starts anything (exit 2).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rich.table import Table
 
 from services.cli import children as children_of
 from services.cli.children import Child
+from services.cli.database import reach_configured
 from services.cli.eventlog import migrate
 from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
@@ -91,6 +93,7 @@ def _up(
     scenario = scenario or _empty_scenario(config.data_dir)
     start = _scenario_start(scenario)
     with local_database_url(config) as database_url, local_bus(config) as bus:
+        reach_configured(config, bus.acting_as("cli"))
         if run is not None:
             database_url = loop.run(runs.create(database_url, *run))
             console.print(f"run {run[0]}: a log of its own")

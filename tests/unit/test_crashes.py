@@ -29,6 +29,21 @@ def test_an_exception_is_one_line(exc: BaseException, line: str):
     assert crashes.one_line(exc) == line
 
 
+def test_settings_refused_are_one_line_naming_each_variable(monkeypatch: pytest.MonkeyPatch):
+    from pydantic import ValidationError
+
+    from shared.config import Settings
+
+    monkeypatch.setenv("NODEWRIGHT_CONNECT_TIMEOUT", "0")
+    monkeypatch.setenv("NODEWRIGHT_DATABASE_URL", "mysql://u:Hunter2x@db/d")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert crashes.one_line(refused.value) == (
+        "ValidationError: NODEWRIGHT_DATABASE_URL: unsupported database URL scheme 'mysql': use postgresql://,"
+        " postgres:// or postgresql+asyncpg://; NODEWRIGHT_CONNECT_TIMEOUT: Input should be greater than 0"
+    )
+
+
 def test_the_summary_never_holds_a_configured_password():
     environ = {"NODEWRIGHT_DATABASE_URL": "postgresql://u:Hunter2-Sekrit@db/d"}
     exc = OSError("could not log in with Hunter2-Sekrit to postgresql://u:Hunter2-Sekrit@db/d")
