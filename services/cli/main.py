@@ -1,5 +1,5 @@
 """The `nodewright` command line. Exit codes: `services.cli.failures` (0 ok, 1 invalid or a
-violation, 2 unusable input or usage, 3 internal error)."""
+violation, 2 unusable input or usage, 3 internal error, a service process that died included)."""
 
 from __future__ import annotations
 
@@ -352,6 +352,18 @@ def _system_errors() -> Iterator[None]:
         raise typer.Exit(3) from None
 
 
+def _said_restarts(view: dict, what: str) -> int:
+    """At the end of `up` or `run`: each process that died, on stderr; 3 when one did, else 0."""
+    from services.cli.run import restart_lines
+
+    died = restart_lines(view.get("restarts") or {})
+    for line in died:
+        typer.echo(f"error: {line}", err=True)
+    if died:
+        typer.echo(f"error: a service process died during {what}: it was not a clean run", err=True)
+    return 3 if died else 0
+
+
 @app.command("up")
 def up_command(
     scenario: Annotated[
@@ -369,17 +381,21 @@ def up_command(
 ) -> None:
     """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
     the watcher, the scheduler and the relay as separate processes, and a live view. Ctrl-C stops
-    everything."""
+    everything. Exit 3 when a service process died meanwhile (each is said, with why)."""
     from services.cli import up
     from shared.config import settings
 
     logs.for_command(log_format)
+    view: dict = {}
     try:
         with _system_errors():
-            up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
+            view, _ = up.up(
+                settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port
+            )
     except KeyboardInterrupt:
         pass
     typer.echo("stopped: every process and server is down")
+    raise typer.Exit(_said_restarts(view, "up"))
 
 
 @app.command("run")
@@ -396,7 +412,9 @@ def run_command(
     log_format: LogFormatOption = None,
 ) -> None:
     """Play a scenario to its end with every service (as `up` does) on a log of its own, audit
-    the log, stop, and summarise. Exit 1 when the audit finds a violation."""
+    the log, stop, and summarise. Exit 1 when the audit finds a violation, else 3 when a service
+    process died during the run (the summary's `restarts` says which, how often and why), else 2
+    when the report could not be written."""
     from services.cli import run
     from shared.config import settings
 
@@ -404,10 +422,10 @@ def run_command(
     with _system_errors():
         summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
+    _said_restarts(summary, "the run")
     if summary.get("report_error"):
         typer.echo(f"error: {summary['report_error']}", err=True)
-        raise typer.Exit(1 if not summary["audit_ok"] else 2)
-    raise typer.Exit(0 if summary["audit_ok"] else 1)
+    raise typer.Exit(run.exit_code(summary))
 
 
 app.command("report")(runs_cmd.report)
