@@ -1,7 +1,8 @@
 """The service processes of `nodewright up`: started in order, each in its own session and as its
 own NATS user, and supervised: a process that dies is started again after a backoff that doubles
 (1 s up to 30 s, reset once it has run a minute), as a kubelet restarts a crashed container. One
-that keeps dying (`GIVE_UP` times without a minute up) ends `up` with its log's tail.
+that keeps dying (`GIVE_UP` times without a minute up) is given up on (`ChildExited`, with its
+log's tail): `up` and `run` stop there and report it.
 
 Why each died is kept: the one-line summary it left in its termination-message file
 (`shared.runtime.crashes`), else the signal or exit code; the next process is told how often it
