@@ -16,6 +16,7 @@ from pydantic import ByteSize, Field, SecretStr, field_validator, model_validato
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.clock import Clock, clock_from
+from shared.redaction import check_servers, check_url
 
 _ASYNC_DRIVER = "postgresql+asyncpg"
 _PLAIN_SCHEMES = frozenset({"postgres", "postgresql"})
@@ -181,6 +182,8 @@ class Settings(InputLimits):
     """A test switch: every bus message is handled this many times, each after a redelivery."""
     termination_ack_wait: float = 30.0
     """Seconds after which a drain whose replica stopped answering goes to another replica."""
+    connect_timeout: float = Field(default=10.0, gt=0, le=3600)
+    """Seconds a command waits for PostgreSQL or NATS to answer before it gives up (exit 2)."""
     health_address: str = "0.0.0.0"
     """The IP address a service's /healthz and /readyz listen on (at its --port). Every interface
     by default, as a container needs; `nodewright up` gives its children 127.0.0.1."""
@@ -222,6 +225,7 @@ class Settings(InputLimits):
     def _normalise_database_url(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
+        check_url(value.strip(), "NODEWRIGHT_DATABASE_URL")
         return async_database_url(value.strip())
 
     @field_validator("deployment")
@@ -236,6 +240,7 @@ class Settings(InputLimits):
     def _blank_nats_url_is_unset(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
+        check_servers(value.strip(), "NODEWRIGHT_NATS_URL")
         return value.strip()
 
 

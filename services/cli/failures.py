@@ -7,7 +7,13 @@ Scripts tell outcomes apart by the code alone, so each means one thing:
        run, report), a wait ran out (delete nodeclaim --wait)
     2  unusable input or usage: a bad argument or file, a file past a limit, a server that
        cannot be reached (click's usage errors are 2 as well)
-    3  internal error: a bug, or a service process that died; the traceback is in a log file
+    3  internal error: a bug (the traceback is in a log file), or a service process that died:
+       one that did not start, or one that died while `run` or `up` ran (`run` and `up` end by
+       saying which, how often and why; `run`'s summary carries them as `restarts`). A kill
+       from outside counts too: a run that lost a process is not a clean run.
+
+`run` exits with the first that applies: 1 (a violation), 3 (a process died), 2 (the report
+could not be written), else 0.
 
 130 is Ctrl-C, as typer makes it.
 """
@@ -23,6 +29,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+
+from shared.redaction import configured_secrets, redact
+from shared.runtime import crashes
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
 LOG_NAME = "cli-errors.log"
@@ -45,11 +54,7 @@ def internal_error(exc: BaseException) -> NoReturn:
     """Write the traceback to the log and say, in one line on stderr, what broke and where the
     details are; exit 3."""
     where = _write_log(exc)
-    lines = str(exc).strip().splitlines()
-    message = lines[0] if lines else ""
-    if len(message) > 200:
-        message = message[:200] + "..."
-    detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    detail = crashes.summary(exc)
     logged = f" (details in {where})" if where is not None else ""
     print(f"error: internal error: {detail}{logged}", file=sys.stderr)
     sys.exit(EXIT_INTERNAL)
@@ -65,6 +70,7 @@ def _write_log(exc: BaseException) -> Path | None:
     text = f"--- {datetime.now(UTC).isoformat()} pid {os.getpid()}: {' '.join(sys.argv)}\n" + "".join(
         traceback.format_exception(exc)
     )
+    text = redact(text, configured_secrets(os.environ))  # a message may quote a URL with its password
     try:
         path = log_path()
         path.parent.mkdir(parents=True, exist_ok=True)

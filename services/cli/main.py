@@ -1,5 +1,5 @@
 """The `nodewright` command line. Exit codes: `services.cli.failures` (0 ok, 1 invalid or a
-violation, 2 unusable input or usage, 3 internal error)."""
+violation, 2 unusable input or usage, 3 internal error, a service process that died included)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from services.cli import budgets as budgets_cmd
 from services.cli import describe as describe_cmd
 from services.cli import eventlog, runs_cmd
 from services.cli import validate as validate_cmd
-from services.cli.database import RunOption, with_database
+from services.cli.database import RunOption, settings_or_exit, with_database
 from services.cli.failures import CLI
+from services.cli.outputs import OutputError, check_file
 from services.cli.service import service_app
 from shared.api.documents import DocumentError
 from shared.policy.chain import read_anchor
@@ -145,6 +146,7 @@ def events_export(
     file: Annotated[Path, typer.Argument(help="JSON Lines file to write")], run: RunOption = None
 ) -> None:
     """Write the whole log, one event per line, in position order."""
+    _writable(lambda: check_file(file, "FILE"))
     count = with_database(lambda url: eventlog.export(url, file), run)
     typer.echo(f"exported {count} events to {file}")
 
@@ -180,6 +182,8 @@ def audit(
     against the budgets active at its time; compare the counters; verify the hash chain. Exit 1
     on any violation."""
     anchored = None
+    if save_anchor is not None:
+        _writable(lambda: check_file(save_anchor, "--save-anchor"))
     try:
         if anchor is not None:
             anchored = read_anchor(read_json(anchor))
@@ -263,17 +267,28 @@ def asyncapi(
     typer.echo(render(BusNames(settings().deployment), json=output == "json"), nl=False)
 
 
+def _writable(check: Callable[[], None]) -> None:
+    """An output path checked before any work (`services.cli.outputs`); exit 2 when it cannot be written."""
+    try:
+        check()
+    except OutputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def _with_bus(work: Callable[[LocalBus], T]) -> T:
     """Run `work` on NODEWRIGHT_NATS_URL, else on an embedded nats-server; exit 2 when the bus
-    cannot be reached or refuses this identity."""
+    cannot be reached within NODEWRIGHT_CONNECT_TIMEOUT or refuses this identity."""
     import nats.errors
 
+    from services.cli.database import bus_answers
     from shared.bus.names import BadDeployment
-    from shared.config import settings
     from shared.runtime.bus import local_bus
 
+    config = settings_or_exit()
     try:
-        with local_bus(settings()) as bus:
+        with local_bus(config) as bus:
+            loop.run(bus_answers(bus.acting_as("cli"), "cli", config.connect_timeout))
             return work(bus)
     except typer.Exit:
         raise
@@ -316,20 +331,38 @@ def delete_nodeclaim(
 
 @contextlib.contextmanager
 def _system_errors() -> Iterator[None]:
-    """A bad scenario exits 2; a service process that died exits 3 (an internal error: its
-    own log says why); both say why."""
+    """A bad scenario, an output path that cannot be written, a bad setting or a server that does
+    not answer exit 2; a service process that did not start exits 3 (an internal error: its own
+    log says why); each says why."""
     from services.cli.children import ChildExited
+    from services.cli.database import Unreachable
     from shared.api.scenario import ScenarioError
+    from shared.runtime.crashes import settings_error
     from shared.runtime.runs import RunError
 
     try:
         yield
-    except (ScenarioError, RunError) as exc:
+    except (ScenarioError, RunError, OutputError, Unreachable) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
+        raise typer.Exit(2) from None
+    except pydantic.ValidationError as exc:
+        typer.echo(f"error: {redact(settings_error(exc))}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(3) from None
+
+
+def _said_restarts(view: dict, what: str) -> int:
+    """At the end of `up` or `run`: each process that died, on stderr; 3 when one did, else 0."""
+    from services.cli.run import restart_lines
+
+    died = restart_lines(view.get("restarts") or {})
+    for line in died:
+        typer.echo(f"error: {line}", err=True)
+    if died:
+        typer.echo(f"error: a service process died during {what}: it was not a clean run", err=True)
+    return 3 if died else 0
 
 
 @app.command("up")
@@ -349,17 +382,21 @@ def up_command(
 ) -> None:
     """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
     the watcher, the scheduler and the relay as separate processes, and a live view. Ctrl-C stops
-    everything."""
+    everything. Exit 3 when a service process died meanwhile (each is said, with why)."""
     from services.cli import up
     from shared.config import settings
 
     logs.for_command(log_format)
+    view: dict = {}
     try:
         with _system_errors():
-            up.up(settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port)
+            view, _ = up.up(
+                settings(), scenario, speed, run_for=run_for, live=live and sys.stdout.isatty(), base_port=base_port
+            )
     except KeyboardInterrupt:
         pass
     typer.echo("stopped: every process and server is down")
+    raise typer.Exit(_said_restarts(view, "up"))
 
 
 @app.command("run")
@@ -376,7 +413,9 @@ def run_command(
     log_format: LogFormatOption = None,
 ) -> None:
     """Play a scenario to its end with every service (as `up` does) on a log of its own, audit
-    the log, stop, and summarise. Exit 1 when the audit finds a violation."""
+    the log, stop, and summarise. Exit 1 when the audit finds a violation, else 3 when a service
+    process died during the run (the summary's `restarts` says which, how often and why), else 2
+    when the report could not be written."""
     from services.cli import run
     from shared.config import settings
 
@@ -384,7 +423,10 @@ def run_command(
     with _system_errors():
         summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))
-    raise typer.Exit(0 if summary["audit_ok"] else 1)
+    _said_restarts(summary, "the run")
+    if summary.get("report_error"):
+        typer.echo(f"error: {summary['report_error']}", err=True)
+    raise typer.Exit(run.exit_code(summary))
 
 
 app.command("report")(runs_cmd.report)

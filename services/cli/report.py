@@ -24,6 +24,9 @@ REASON_COLOURS = {
     "Manual": "tab:gray",
 }
 MARKERS = {"Underutilized": "v", "Empty": "o", "Drifted": "D", "OverLimit": "X", "Expired": "s"}
+PICTURE, PAGE, SUMMARY = "nodes.png", "report.md", "summary.json"
+FILES = (PICTURE, PAGE, SUMMARY)
+"""What a report directory holds (`outputs.check_directory` checks each can be written first)."""
 
 
 async def database_events(url: str) -> list[LogEntry]:
@@ -62,11 +65,11 @@ def write(directory: Path, summary: dict[str, Any], timeline: Timeline, events: 
     """The three files; their paths."""
     directory.mkdir(parents=True, exist_ok=True)
     stories = {label: (claim, story(events, claim)) for label, claim in summary["samples"].items()}
-    png = directory / "nodes.png"
+    png = directory / PICTURE
     plot(timeline, summary, png)
-    md = directory / "report.md"
+    md = directory / PAGE
     md.write_text(markdown(summary, stories, png.name), encoding="utf-8")
-    js = directory / "summary.json"
+    js = directory / SUMMARY
     js.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return [png, md, js]
 

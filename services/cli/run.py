@@ -1,5 +1,8 @@
 """`nodewright run SCENARIO`: `nodewright up` with the scenario until it ends, then the audit,
-then a clean stop, and one summary of what happened."""
+then a clean stop, and one summary of what happened.
+
+A run in which a service process died is not a clean run: the summary's `restarts` says which,
+how often and why, and the command exits non-zero (`exit_code`)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
-from services.cli import report, up
+from services.cli import outputs, report, up
+from services.cli.failures import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_UNUSABLE
 from shared.config import Settings
 from shared.runtime import runs
 from shared.runtime.scenarios import load_scenario
@@ -33,7 +37,10 @@ def run(
     started: datetime | None = None,
 ) -> dict[str, Any]:
     """Play the scenario on a log of its own (a new database, `shared.runtime.runs`), audit it,
-    and summarise it; with `report_dir`, write the report there too."""
+    and summarise it; with `report_dir` (checked first: `outputs.OutputError`), write the report
+    there too."""
+    if report_dir is not None:
+        outputs.check_directory(report_dir, "--report", report.FILES)
     scenario = load_scenario(path)
     speed = speed or default_speed(scenario.end - scenario.start)
     wall = (scenario.end - scenario.start).total_seconds() / speed + SETTLE_SECONDS
@@ -44,18 +51,22 @@ def run(
     score_path = config.data_dir / SCORE
     score_path.unlink(missing_ok=True)  # a score is the last run's own
 
-    async def summarise(database_url: str) -> dict[str, Any]:
+    async def summarise(database_url: str, view: dict[str, Any]) -> dict[str, Any]:
         score = _score(score_path)
         summary, timeline, events = await report.from_database(database_url, scenario.name, score)
         summary["run"] = name
+        summary["restarts"] = view.get("restarts", {})
         if report_dir is not None:
-            report.write(report_dir, summary, timeline, events)
-            summary["report"] = str(report_dir)
+            try:
+                report.write(report_dir, summary, timeline, events)
+                summary["report"] = str(report_dir)
+            except OSError as exc:  # checked before the run, yet gone since: the summary is kept
+                summary["report_error"] = f"--report: cannot write the report in {report_dir}: {exc}"
         headline = {k: summary[k] for k in _HEADLINE}
         await runs.describe(database_url, name, {**description, "score": score, "summary": headline})
         return summary
 
-    view, summary = up.up(
+    _, summary = up.up(
         config,
         path,
         speed,
@@ -65,11 +76,34 @@ def run(
         then=summarise,
         run=(name, description),
     )
-    summary["restarts"] = {p["name"]: p["restarts"] for p in view.get("processes", []) if p["restarts"]}
     return summary
 
 
-_HEADLINE = ("events", "nodeclaims_created", "nodeclaims_terminated", "audit_ok", "pending_pods_at_end")
+def exit_code(summary: dict[str, Any]) -> int:
+    """1 when the audit found a violation (a promise broken weighs most); else 3 when a service
+    process died during the run (an internal error: the run is not clean); else 2 when the
+    report could not be written; else 0."""
+    if not summary["audit_ok"]:
+        return EXIT_FAILED
+    if summary.get("restarts"):
+        return EXIT_INTERNAL
+    if summary.get("report_error"):
+        return EXIT_UNUSABLE
+    return EXIT_OK
+
+
+def restart_lines(restarts: dict[str, Any]) -> list[str]:
+    """Which process died, how often and why: one line each, for `run` and `up` to end with."""
+    lines = []
+    for service, died in restarts.items():
+        times = "once" if died["count"] == 1 else f"{died['count']} times"
+        why = "; ".join(f"{reason} (x{n})" if n > 1 else reason for reason, n in died["reasons"].items())
+        gave_up = ", then was given up on" if died.get("gave_up") else ""
+        lines.append(f"{service} died {times}{gave_up}: {why}")
+    return lines
+
+
+_HEADLINE = ("events", "nodeclaims_created", "nodeclaims_terminated", "audit_ok", "pending_pods_at_end", "restarts")
 SCORE = "sim-score.json"
 """What the sim counted (evictions, PDB violations, the instances spot interruptions picked),
 written when it stops."""
@@ -118,7 +152,8 @@ def render(summary: dict[str, Any]) -> str:
     else:
         lines.append("audit OK")
     if summary.get("restarts"):
-        lines.append("processes restarted: " + ", ".join(f"{n} {k}" for n, k in summary["restarts"].items()))
+        lines.append("processes that died (a run that crashed is not a clean run):")
+        lines.extend(f"  {line}" for line in restart_lines(summary["restarts"]))
     if summary.get("report"):
         lines.append(f"report: {summary['report']}/report.md (and nodes.png, summary.json)")
     if summary.get("run"):

@@ -26,10 +26,16 @@ def report(
     """Rebuild a run's report from its database (`--run NAME`, default: the configured database)
     or from an exported log (`--from-file`). Exit 1 when the audit finds a violation."""
     from services.cli import report as reporting
+    from services.cli.outputs import OutputError, check_directory
 
     if from_file is not None and run is not None:
         typer.echo("error: give --run or --from-file, not both", err=True)
         raise typer.Exit(2)
+    try:
+        check_directory(directory, "DIRECTORY", reporting.FILES)
+    except OutputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     if from_file is not None:
         try:
             summary, timeline, events = reporting.from_file(from_file)

@@ -10,6 +10,11 @@ ready, and their own health and metrics ports; each writes its log to
 `.nodewright/logs/<service>.log` (JSON lines unless `--log-format text`, which they inherit
 through NODEWRIGHT_LOG_FORMAT). A live view shows pools, nodes, pending pods and the newest
 events. Ctrl-C (or `--for`) stops every process, then the embedded servers.
+
+A process that dies is started again (`children.supervise`); the view says why it died and when
+it is in a crash loop, and the last view carries `restarts` (per service: how often, and why),
+which `up` and `run` report at their end: a run in which a process died is not a clean run.
+Configured servers that do not answer stop `up` before it starts anything (exit 2).
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ import yaml
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from services.cli import children as children_of
-from services.cli.children import Child
+from services.cli.children import Child, ChildExited
+from services.cli.database import reach_configured
 from services.cli.eventlog import migrate
 from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
@@ -61,13 +68,14 @@ def up(
     live: bool = True,
     base_port: int | None = None,
     console: Console | None = None,
-    then: Callable[[str], Coroutine[Any, Any, Any]] | None = None,
+    then: Callable[[str, dict[str, Any]], Coroutine[Any, Any, Any]] | None = None,
     run: tuple[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], Any]:
-    """Run until Ctrl-C or `run_for` wall seconds; the last view of the system, and what `then`
-    (given the database URL, once every service has stopped and before the servers do) returned.
-    With `run` (a name and its description), the log is a new database of that name
-    (`shared.runtime.runs`), not the server's own."""
+    """Run until Ctrl-C or `run_for` wall seconds; the last view of the system (with `restarts`,
+    and `gave_up` when a process kept dying), and what `then` (given the database URL and that
+    view, once every service has stopped and before the servers do) returned. With `run` (a
+    name and its description), the log is a new database of that name (`shared.runtime.runs`),
+    not the server's own; Ctrl-C then ends it without `then`."""
     console = console or Console()
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops all, as Ctrl-C does
     try:
@@ -84,13 +92,14 @@ def _up(
     live: bool,
     base_port: int | None,
     console: Console,
-    then: Callable[[str], Coroutine[Any, Any, Any]] | None,
+    then: Callable[[str, dict[str, Any]], Coroutine[Any, Any, Any]] | None,
     run: tuple[str, dict[str, Any]] | None,
 ) -> tuple[dict[str, Any], Any]:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
     start = _scenario_start(scenario)
     with local_database_url(config) as database_url, local_bus(config) as bus:
+        reach_configured(config, bus.acting_as("cli"))
         if run is not None:
             database_url = loop.run(runs.create(database_url, *run))
             console.print(f"run {run[0]}: a log of its own")
@@ -108,6 +117,7 @@ def _up(
             "NODEWRIGHT_SIM_WORLD": world,
             **clock.environment(),
         }
+        view: dict[str, Any] = {}
         try:
             with (
                 contextlib.ExitStack() as cleanup,
@@ -120,10 +130,15 @@ def _up(
                 clock.open()  # every process is ready: the scenario's time starts now, for all of them
                 shared = write_clock(config.data_dir, clock)
                 cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))
-                view = loop.run(_watch(database_url, children, clock, run_for, live, console))
+                try:
+                    view = loop.run(_watch(database_url, children, clock, run_for, live, console, view))
+                except KeyboardInterrupt:
+                    if then is not None:
+                        raise
+            view["restarts"] = children_of.restarts(children)  # stopped: their last ends counted too
         finally:  # every process has stopped: nothing will resume this run's world
             _forget_world(bus, world, console)
-        return view, (loop.run(then(database_url)) if then is not None else None)
+        return view, (loop.run(then(database_url, view)) if then is not None else None)
 
 
 def _forget_world(bus: LocalBus, world: str, console: Console) -> None:
@@ -140,12 +155,13 @@ async def _watch(
     run_for: float | None,
     live: bool,
     console: Console,
+    view: dict[str, Any],
 ) -> dict[str, Any]:
-    """Refresh the view until Ctrl-C or `run_for`, restarting any process that dies
-    (`children.supervise`); a database that stops answering is waited for, and said."""
+    """Refresh `view` until Ctrl-C or `run_for`, restarting any process that dies
+    (`children.supervise`); one that keeps dying ends the watch early (`gave_up`). A database
+    that stops answering is waited for, and said."""
     store = EventStore.connect(database_url, pool_size=1)  # its driver settings: password, TLS...
     deadline = None if run_for is None else time.monotonic() + run_for
-    view: dict[str, Any] = {}
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as http:
             with (
@@ -154,8 +170,15 @@ async def _watch(
                 else contextlib.nullcontext() as screen
             ):
                 while deadline is None or time.monotonic() < deadline:
-                    children_of.supervise(children, console.print)
-                    view = await _view(store, http, children, clock, view)
+                    try:
+                        children_of.supervise(children, lambda text: console.print(text, soft_wrap=True, markup=False))
+                    except ChildExited as exc:
+                        view["gave_up"] = str(exc).split("\n", 1)[0]
+                        console.print(str(exc), soft_wrap=True, markup=False, highlight=False, style="bold red")
+                        break
+                    seen = await _view(store, http, children, clock, view)
+                    view.clear()
+                    view.update(seen)
                     if screen is not None:
                         screen.update(_render(view), refresh=True)
                     await asyncio.sleep(REFRESH_SECONDS)
@@ -185,8 +208,8 @@ async def _process(http: aiohttp.ClientSession, child: Child) -> dict[str, Any]:
     if status == "running":
         try:
             async with http.get(f"http://127.0.0.1:{child.port}/readyz") as response:
-                status = "ready" if response.status == 200 else "not ready"
-        except (aiohttp.ClientError, TimeoutError):
+                status = "ready" if response.status == 200 else _not_ready(await response.json(content_type=None))
+        except (aiohttp.ClientError, TimeoutError, ValueError):
             status = "starting"
     return {
         "name": child.name,
@@ -194,7 +217,14 @@ async def _process(http: aiohttp.ClientSession, child: Child) -> dict[str, Any]:
         "port": child.port,
         "status": status,
         "restarts": child.restarts,
+        "last_exit": child.last_reason,
     }
+
+
+def _not_ready(body: Any) -> str:
+    """`not ready`, with the first reason /readyz gave (a crash loop comes first)."""
+    reasons = body.get("reasons") if isinstance(body, dict) else None
+    return f"not ready: {reasons[0]}" if reasons else "not ready"
 
 
 async def _from_log(conn: asyncpg.Connection) -> dict[str, Any]:
@@ -251,9 +281,11 @@ def _render(view: dict[str, Any]) -> Group:
     )
     if view.get("database"):
         head.add_row(f"[bold red]database {view['database']}[/]", "", "", "")
-    processes = Table("process", "pid", "port", "status", "restarts", title="processes")
+    processes = Table("process", "pid", "port", "status", "restarts", "last exit", title="processes")
     for p in view.get("processes", []):
-        processes.add_row(p["name"], str(p["pid"]), str(p["port"]), p["status"], str(p["restarts"]))
+        processes.add_row(  # a reason is plain text, never markup
+            p["name"], str(p["pid"]), str(p["port"]), Text(p["status"]), str(p["restarts"]), Text(p["last_exit"] or "-")
+        )
     pools = Table("nodepool", "nodes", "in flight", "resources", "limits", title="nodepools")
     for p in view.get("nodepools", []):
         pools.add_row(p["name"], str(p["nodes"]), str(p["in_flight"]), p["resources"], p["limits"])

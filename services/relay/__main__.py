@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Annotated
 
 import typer
@@ -11,7 +10,7 @@ import typer
 from services.relay.service import RelayService
 from shared.bus.connection import BusSettings
 from shared.config import settings
-from shared.runtime import logs
+from shared.runtime import crashes, logs
 from shared.runtime.process import serve
 from shared.store.eventstore import EventStore
 
@@ -23,8 +22,7 @@ def main(
     logs.configure(log_format)
     config = settings()
     if not config.database_url or not config.nats_url:
-        logging.getLogger("nodewright").error("the relay needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL")
-        raise typer.Exit(2)
+        crashes.give_up("the relay needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL", 2)
     bus = BusSettings.from_settings(config)
     database_url = config.database_url
 
@@ -35,7 +33,7 @@ def main(
         finally:
             await store.close()
 
-    serve(run)
+    serve(run, "relay")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +15,7 @@ from services.sim.service import SimService
 from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
 from shared.config import settings
-from shared.runtime import logs
+from shared.runtime import crashes, logs
 from shared.runtime.process import serve
 from shared.runtime.scenarios import load_scenario
 
@@ -29,13 +28,11 @@ def main(
     logs.configure(log_format)
     config = settings()
     if not config.nats_url:
-        logging.getLogger("nodewright").error("NODEWRIGHT_NATS_URL is not set")
-        raise typer.Exit(2)
+        crashes.give_up("NODEWRIGHT_NATS_URL is not set", 2)
     try:
         world = load_scenario(scenario)
     except ScenarioError as exc:
-        logging.getLogger("nodewright").error("the scenario cannot be played: %s", exc)
-        raise typer.Exit(2) from None
+        crashes.give_up(f"the scenario cannot be played: {exc}", 2)
     service = SimService(
         world,
         config.clock(),
@@ -59,7 +56,7 @@ def main(
             config.data_dir.mkdir(parents=True, exist_ok=True)
             (config.data_dir / "sim-score.json").write_text(json.dumps(score))
 
-    serve(run)
+    serve(run, "sim")
 
 
 def world_of(scenario: Scenario) -> str:

@@ -6,7 +6,8 @@
 - Start-up rides out servers that are not there yet: the health port comes up first, then the
   bus is connected, every start-up step (a projection's catch-up from the store) runs, and the
   subscribers start; whatever fails is tried again with backoff while `/readyz` says why.
-- `/healthz`, `/readyz` (connected to NATS, every readiness check passing) and `/metrics` on the
+- `/healthz`, `/readyz` (connected to NATS, every readiness check passing, not in a crash loop
+  its supervisor told it of: `shared.runtime.crashes`) and `/metrics` on the
   service's own port, so several services run on one host; they listen on
   `NODEWRIGHT_HEALTH_ADDRESS` (every interface by default), and /metrics on
   `NODEWRIGHT_METRICS_ADDRESS`, at a port of its own when that address has one.
@@ -33,6 +34,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from shared.bus.connection import BusSettings
 from shared.bus.consumer import DeadLetters, outcome_counter
 from shared.config import settings
+from shared.runtime import crashes
 from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
 
 TICK = 2.0
@@ -65,6 +67,7 @@ class ServiceShell:
         self.router = NatsRouter()
         self.broker = NatsBroker(**self.bus.broker_options(name), logger=None, graceful_timeout=GRACEFUL_SECONDS)
         self.registry = CollectorRegistry()
+        self.readiness.insert(0, crashes.watched(self.registry))  # a crash loop its supervisor told it of
         self.dead = DeadLetters(self.broker, self.names, name, self.registry)
         self.outcomes = outcome_counter(self.registry)
         self.before_start: list[Step] = []

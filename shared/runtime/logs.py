@@ -37,14 +37,11 @@ import typer
 from structlog.typing import EventDict, WrappedLogger
 
 from shared.clock import SystemClock
-from shared.redaction import MASK, SECRET_KEYS, redact, url_password
+from shared.redaction import MASK, SECRET_KEYS, configured_secrets, redact
+from shared.runtime import crashes
 
 FORMAT_ENV = "NODEWRIGHT_LOG_FORMAT"
 LEVEL_ENV = "NODEWRIGHT_LOG_LEVEL"
-SECRET_ENVS = ("NODEWRIGHT_DATABASE_URL", "NODEWRIGHT_NATS_URL")
-SHORTEST_SECRET = 6
-"""Configured passwords shorter than this are masked only where a URL or `password=` shows them:
-masking a short word everywhere would mangle the lines."""
 
 
 class LogFormat(StrEnum):
@@ -89,7 +86,7 @@ def configure(
     if threshold not in LEVELS:
         wrong.append(f"{LEVEL_ENV}={threshold!r} is not a level; using {default_level}")
         threshold = default_level.upper()
-    secrets = sorted(_configured_secrets(environ), key=len, reverse=True)
+    secrets = configured_secrets(environ)
     out = stream or sys.stderr
 
     shaping = [_karpenter(chosen), _masking(secrets), _ordered]
@@ -160,13 +157,6 @@ def _choice(value: str | None, default: LogFormat, wrong: list[str]) -> LogForma
     except ValueError:
         wrong.append(f"{FORMAT_ENV}={value!r} is neither json nor text; using {default.value}")
         return default
-
-
-def _configured_secrets(environ: Mapping[str, str]) -> set[str]:
-    """The passwords this process was given: those in its URLs, and NATS's own."""
-    found = {url_password(environ.get(name)) for name in SECRET_ENVS}
-    found.add(environ.get("NODEWRIGHT_NATS_PASSWORD"))
-    return {s for s in found if s and len(s) >= SHORTEST_SECRET}
 
 
 WALL = SystemClock()
@@ -273,8 +263,11 @@ def _text(stream: TextIO, secrets: Iterable[str]) -> Any:
 
 
 def _uncaught(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-    """An exception nothing caught ends the process: said once, in the log's shape and masked."""
+    """An exception nothing caught ends the process: said once, in the log's shape and masked,
+    and its one-line summary left where the supervisor or the kubelet reads it
+    (`shared.runtime.crashes`)."""
     if issubclass(kind, KeyboardInterrupt):
         sys.__excepthook__(kind, value, tb)
         return
+    crashes.record(value)
     logging.getLogger("nodewright").critical("unhandled error", exc_info=(kind, value, tb))

@@ -5,31 +5,49 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
-from shared.runtime import loop
+from shared.runtime import crashes, loop
 from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
 from shared.store.eventstore import EventStore
 
 log = logging.getLogger("nodewright")
 
 
-def serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run `main(stopping)` until it returns; a signal sets `stopping` so it can finish its work."""
+def serve(main: Callable[[asyncio.Event], Awaitable[None]], name: str | None = None) -> None:
+    """Run `main(stopping)` until it returns; a signal sets `stopping` so it can finish its work.
+    `name`, the service's, is what the test hook that makes it crash names (`crashes.crash_hook`)."""
+    after = crashes.crash_hook(name) if name else None
 
     async def run() -> None:
         stopping = asyncio.Event()
         running = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             running.add_signal_handler(sig, stopping.set)
-        await main(stopping)
+        if name is None or after is None:
+            await main(stopping)
+        else:
+            await _crash_after(main(stopping), name, after)
 
     loop.run(run())
+
+
+async def _crash_after(work: Awaitable[None], name: str, after: float) -> None:
+    """The test hook: `work` until `after` seconds past the start of the clock (which `up` holds
+    until every service is ready) or of this process, whichever is later; then an exception
+    nothing catches, as a bug's would be."""
+    task = asyncio.ensure_future(work)
+    clock = settings().clock()
+    while getattr(clock, "origin", 0) is None and not task.done():  # a gated clock, not open yet
+        await asyncio.sleep(0.1)
+    await asyncio.wait({task}, timeout=after)
+    if task.done():
+        return task.result()
+    raise crashes.CrashOnPurpose(crashes.crash_message(name, after))
 
 
 class Service(Protocol):
@@ -43,8 +61,7 @@ def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettin
     config = settings()
     database_url = config.database_url
     if not database_url or not config.nats_url:
-        log.error("the %s needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL", name)
-        sys.exit(1)
+        crashes.give_up(f"the {name} needs NODEWRIGHT_DATABASE_URL and NODEWRIGHT_NATS_URL", 1)
     bus = BusSettings.from_settings(config)
 
     async def run(stopping: asyncio.Event) -> None:
@@ -59,7 +76,7 @@ def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettin
             await sim.close()
             await store.close()
 
-    serve(run)
+    serve(run, name)
 
 
 async def _sim_client(bus: BusSettings, name: str, stopping: asyncio.Event) -> SimClient | None:

@@ -169,6 +169,93 @@ CASES = [
     ),
     Case("run-instance-types", ("run", "{types.yaml}"), ("spec.cloud.instanceTypes", "5000")),
     Case("up-negative-duration", ("up", "--scenario", "{negative.yaml}", "--for", "1"), ("spec.duration",)),
+    # output paths: checked before any work (issue 38, item 5)
+    Case(
+        "run-report-a-file",
+        ("run", str(ROOT / "examples/scenarios/burst-node-limit.yaml"), "--report", "{binary.yaml}"),
+        ("--report: ", "binary.yaml exists and is not a directory"),
+        process=True,
+    ),
+    Case(
+        "run-report-under-a-file",
+        ("run", str(ROOT / "examples/scenarios/burst-node-limit.yaml"), "--report", f"{EXTENSIONS}/report"),
+        ("--report: ", "extensions.yaml is not a directory, so"),
+    ),
+    Case(
+        "report-directory-a-file",
+        ("report", "{binary.yaml}", "--from-file", "{deep-line.jsonl}"),
+        ("DIRECTORY: ", "binary.yaml exists and is not a directory"),
+    ),
+    Case("export-to-a-directory", ("events", "export", str(ROOT)), ("FILE: ", "is a directory")),
+    Case(
+        "export-into-no-directory",
+        ("events", "export", str(ROOT / "no-such-directory" / "log.jsonl")),
+        ("FILE: ", "no-such-directory does not exist"),
+    ),
+    Case(
+        "audit-save-anchor-under-a-file",
+        ("audit", "--from-file", "{deep-line.jsonl}", "--save-anchor", f"{EXTENSIONS}/anchor.json"),
+        ("--save-anchor: ", "extensions.yaml is not a directory"),
+    ),
+    # a URL whose password should have been escaped: refused, the password never shown
+    Case(
+        "database-url-unescaped-at",
+        ("runs",),
+        ("NODEWRIGHT_DATABASE_URL: its user name or password (not shown)", "percent-encode", "%40"),
+        {"NODEWRIGHT_DATABASE_URL": "postgresql://nodewright:Hunt@er2x@127.0.0.1:1/nodewright"},
+        process=True,
+    ),
+    Case(
+        "nats-url-unescaped-hash",
+        ("events", "dead"),
+        ("NODEWRIGHT_NATS_URL: its user name or password (not shown)", "%23"),
+        {"NODEWRIGHT_NATS_URL": "nats://cli:Hunt#er2x@127.0.0.1:1"},
+    ),
+    Case(
+        "run-database-url-unescaped-space",
+        ("run", str(ROOT / "examples/scenarios/burst-node-limit.yaml")),
+        ("NODEWRIGHT_DATABASE_URL: its user name or password (not shown)", "%20"),
+        {"NODEWRIGHT_DATABASE_URL": "postgresql://nodewright:Hunt er2x@127.0.0.1:1/nodewright"},
+    ),
+    # servers where nothing listens (port 1): every command gives up, naming the server and the setting
+    Case(
+        "events-dead-no-nats",
+        ("events", "dead"),
+        ("cannot reach NATS at nats://127.0.0.1:1 (NODEWRIGHT_NATS_URL)",),
+        {"NODEWRIGHT_NATS_URL": "nats://127.0.0.1:1"},
+        process=True,
+    ),
+    *(
+        Case(
+            f"{'-'.join(a for a in args if a.isalpha())}-no-postgresql",
+            args,
+            ("cannot reach PostgreSQL at postgresql://127.0.0.1:1/nodewright (NODEWRIGHT_DATABASE_URL)",),
+            {
+                "NODEWRIGHT_DATABASE_URL": "postgresql://nodewright:Hunter2x@127.0.0.1:1/nodewright",
+                "NODEWRIGHT_NATS_URL": "nats://127.0.0.1:1",
+            },
+        )
+        for args in (
+            ("events", "export", "{out}.jsonl"),
+            ("audit",),
+            ("replay", "--at", "now"),
+            ("runs",),
+            ("migrate",),
+            ("delete", "nodeclaim", "x"),
+            ("report", "{out}"),
+            ("run", str(ROOT / "examples/scenarios/burst-node-limit.yaml")),
+            ("up", "--scenario", str(ROOT / "examples/scenarios/burst-node-limit.yaml"), "--for", "1"),
+        )
+    ),
+    Case(
+        "relay-once-no-servers",
+        ("relay", "--once"),
+        ("cannot reach NATS at nats://127.0.0.1:1 (NODEWRIGHT_NATS_URL)",),
+        {
+            "NODEWRIGHT_DATABASE_URL": "postgresql://nodewright:Hunter2x@127.0.0.1:1/nodewright",
+            "NODEWRIGHT_NATS_URL": "nats://127.0.0.1:1",
+        },
+    ),
 ]
 
 

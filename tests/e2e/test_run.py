@@ -180,7 +180,8 @@ def duplicates(events: list[LogEntry]) -> tuple[list[str], list[str]]:
 def test_the_flagship_day_keeps_its_promises_through_faults_and_its_report_rebuilds(tmp_path, nats_server_url):
     """The day `make demo` plays, with each service killed in turn and PostgreSQL restarted in its
     busiest hours: no duplicate NodeClaim, no lost event, no pod evicted twice, no limit passed,
-    no budget exceeded, the audit clean; then its export rebuilds the same report."""
+    no budget exceeded, the audit clean; then its export rebuilds the same report. The kills
+    are reported (exit 3, each with why): a run that lost a process is not a clean run."""
     names = BusNames(f"fl{os.getpid()}")
     with EmbeddedPostgres(tmp_path / "pg") as server:
         env = cli_environment(tmp_path, server.url, nats_server_url, names.deployment)
@@ -198,7 +199,7 @@ def test_the_flagship_day_keeps_its_promises_through_faults_and_its_report_rebui
             stdout, stderr = run.communicate(timeout=300)
         finally:
             stop_command(run)
-        assert run.returncode == 0, stdout[-3000:] + stderr[-3000:]
+        assert run.returncode == 3, stdout[-3000:] + stderr[-3000:]  # each kill is a death: not a clean run
         assert len(faults) == len(KILLS) + 1
         summary = json.loads(stdout)
         log = run_log_url(server.url, summary["run"])
@@ -216,7 +217,10 @@ def test_the_flagship_day_keeps_its_promises_through_faults_and_its_report_rebui
         assert dead == []  # no consumer gave up on a message
         twice, evicted_again = duplicates(events)
         assert twice == [] and evicted_again == []
-        assert summary["restarts"] == {service: 1 for _, _, service in KILLS}
+        killed = {"count": 1, "reasons": {"killed by SIGKILL": 1}}
+        assert summary["restarts"] == {service: killed for _, _, service in KILLS}  # and nothing else died
+        for _, _, service in KILLS:
+            assert f"error: {service} died once: killed by SIGKILL" in stderr
         _check_promises_and_report(env, tmp_path, summary, out)
 
 
