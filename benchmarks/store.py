@@ -260,18 +260,20 @@ def peer(url: str, total_events: int) -> dict[str, float] | None:
     try:
         from eventsourcing.persistence import StoredEvent
         from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+        from psycopg.conninfo import conninfo_to_dict
     except ImportError:
         return None
     from concurrent.futures import ThreadPoolExecutor
 
-    params = driver_params(url)
-    host = params.get("host") or "127.0.0.1"
+    # libpq reads the DSN the store's connections use (an embedded server's socket directory and
+    # port sit in its query), so the peer reaches the same database the same way
+    params = conninfo_to_dict(driver_params(url)["dsn"])
     datastore = PostgresDatastore(
-        params["database"],
-        str(host),
+        str(params["dbname"]),
+        str(params.get("host") or "127.0.0.1"),
         str(params.get("port") or 5432),
-        params.get("user") or "postgres",
-        params.get("password") or "",
+        str(params.get("user") or "postgres"),
+        str(params.get("password") or ""),
         pool_size=16,
     )
     recorder = PostgresApplicationRecorder(datastore, events_table_name="peer_events")
