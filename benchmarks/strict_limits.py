@@ -330,7 +330,7 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=10000)
     parser.add_argument("--processes", type=int, default=4, help="OS processes in the cross-process race")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--smoke", action="store_true", help="a run of a second or two (the test suite's)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
     if args.smoke:
         args.attempts, args.processes = 400, 2
