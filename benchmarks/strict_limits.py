@@ -2,14 +2,16 @@
 `limits.nodes` and cpu, checked by counting the log itself afterwards (`log_peaks`: claims
 created minus terminated per pool, and the cpu of their largest options, at every position).
 
-Two races, each in a database of its own:
+Each race in a database of its own:
 - in one process: 10,000 attempts through the micro-batching appender, as many scheduler
   replicas' worth of writers in one process would (the store's per-pool turns then serialize
   them before PostgreSQL sees them);
 - across processes (`race_processes`): several OS processes, each with its own `EventStore` and
-  connections, reserving and terminating claims of the same pools at once, so that only the
-  database's check (the conditional write's pool versions, the locked read) stands between
-  them and an overrun.
+  connections, so that only the database's check (the conditional write's pool versions, the
+  locked read) stands between them and an overrun. Once with the same burst split between them,
+  each through its own appender (the one-process race's ratio); once with a fifth of the
+  attempts one per transaction, a quarter of the grants terminated again meanwhile (the
+  integration test's race, larger).
 
 Baseline: the same burst with upstream's approach, a check on state read beforehand and a
 create that does not re-check (read the pool's claims and cpu, then insert), which overruns.
@@ -165,20 +167,23 @@ def race_processes(
     seed: int,
     churn: float = 0.0,
     concurrency: int = 8,
+    batched: bool = False,
     timeout: float = 120.0,
 ) -> dict[str, Any]:
     """`processes` OS processes (spawned: nothing shared with this one), each with its own store
-    and connections, reserve `attempts` NodeClaims each over the pools `names` at once
-    (`concurrency` at a time), and terminate a granted claim after a grant with probability
-    `churn`. They start together (a barrier, once each is connected). Returns the sums of what
-    the processes report, and the wall seconds from the start to the last one done."""
+    and connections, reserve `attempts` NodeClaims each over the pools `names` at once: one
+    reservation per transaction, `concurrency` at a time, terminating a granted claim after a
+    grant with probability `churn`; or, `batched`, all at once through the micro-batching
+    appender, as the one-process race does. They start together (a barrier, once each is
+    connected). Returns the sums of what the processes report, and the wall seconds from the
+    start to the last one done."""
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(processes)
     results = context.Queue()
     workers = [
         context.Process(
             target=_race_in_process,
-            args=(url, list(names), attempts, seed * 1000 + i, churn, concurrency, barrier, results),
+            args=(url, list(names), attempts, seed * 1000 + i, churn, concurrency, batched, barrier, results),
             name=f"reserver-{i}",
         )
         for i in range(processes)
@@ -210,6 +215,7 @@ def _race_in_process(
     seed: int,
     churn: float,
     concurrency: int,
+    batched: bool,
     barrier: Any,
     results: Any,
 ) -> None:
@@ -217,7 +223,8 @@ def _race_in_process(
     import os
 
     try:
-        report = loop.run(_reserve_and_terminate(url, names, attempts, seed, churn, concurrency, barrier))
+        race = _batched if batched else _reserve_and_terminate
+        report = loop.run(race(url, names, attempts, seed, churn, concurrency, barrier))
         report["pid"] = os.getpid()
     except BaseException as exc:  # the parent says which process failed and why
         barrier.abort()
@@ -266,15 +273,62 @@ async def _reserve_and_terminate(
         await store.close()
 
 
-async def processes_strict(url: str, limits: Limits, attempts: int, processes: int, seed: int) -> dict[str, Any]:
-    """The cross-process race over pools applied with `limits`, and the log counted after it."""
+async def _batched(
+    url: str, names: list[str], attempts: int, seed: int, churn: float, concurrency: int, barrier: Any
+) -> dict[str, Any]:
+    """Every attempt at once through the micro-batching appender (no churn)."""
+    rng = random.Random(seed)
+    store = EventStore.connect(url, pool_size=concurrency)
+    try:
+        events = [claim_event(rng.choice(names), rng) for _ in range(attempts)]
+        counts = {"granted": 0, "refused": 0, "terminated": 0}
+        await store.counters()
+        await asyncio.to_thread(barrier.wait, 60)
+        started = time.time()
+        batcher = AppendBatcher(store, max_batch=500, flushers=3)
+
+        async def attempt(event: NewEvent) -> None:
+            try:
+                await batcher.append(event.stream_id, NO_STREAM, [event])
+            except LimitExceeded:
+                counts["refused"] += 1
+            else:
+                counts["granted"] += 1
+
+        await asyncio.gather(*(attempt(e) for e in events))
+        ended = time.time()
+        await batcher.close()
+        paths = store.paths
+        return {
+            "attempts": attempts,
+            **counts,
+            "started": started,
+            "ended": ended,
+            "paths": {"recalled": paths.recalled, "read": paths.read, "locked": paths.locked},
+        }
+    finally:
+        await store.close()
+
+
+async def processes_strict(
+    url: str, limits: Limits, attempts: int, processes: int, seed: int, *, batched: bool, churn: float = 0.0
+) -> dict[str, Any]:
+    """The cross-process race over pools applied with `limits` (`race_processes`), and the log
+    counted after it."""
     store = EventStore.connect(url, pool_size=1)
     try:
         await apply_limits(store, limits)
     finally:
         await store.close()
     raced = await asyncio.to_thread(
-        race_processes, url, list(limits), processes=processes, attempts=attempts // processes, seed=seed
+        race_processes,
+        url,
+        list(limits),
+        processes=processes,
+        attempts=attempts // processes,
+        seed=seed,
+        batched=batched,
+        churn=churn,
     )
     peaks = await log_peaks(url)
     raced["overrun"] = overrun(peaks, limits)
@@ -325,6 +379,17 @@ async def naive(url: str, limits: Limits, attempts: int, seed: int, workers: int
     return {"granted": granted, "seconds": seconds, "overrun": overrun(await log_peaks(url), limits)}
 
 
+CHURN = 0.25
+
+
+def _paths(raced: dict[str, Any]) -> str:
+    paths = [p["paths"] for p in raced["per_process"]]
+    kinds = ("recalled", "read", "locked")
+    return "transactions planned from memory / after a read / locked: " + " / ".join(
+        str(sum(p[k] for p in paths)) for k in kinds
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--attempts", type=int, default=10000)
@@ -356,15 +421,22 @@ def main() -> None:
         f"(live {out['granted']})"
     )
     with bench_database() as url:
-        raced = loop.run(processes_strict(url, limits, args.attempts, args.processes, args.seed))
-    paths = [p["paths"] for p in raced["per_process"]]
+        raced = loop.run(processes_strict(url, limits, args.attempts, args.processes, args.seed, batched=True))
     print(
-        f"nodewright across {args.processes} processes (a store and connections each): granted {raced['granted']}, "
-        f"overrun {raced['overrun']} (counted in the log: {raced['logged_claims']} claims), "
-        f"{raced['seconds']:.2f} s ({raced['attempts'] / raced['seconds']:,.0f} attempts/s, "
+        f"nodewright across {args.processes} processes, the same burst (a store, connections and appender each): "
+        f"granted {raced['granted']}, overrun {raced['overrun']} (counted in the log: {raced['logged_claims']} "
+        f"claims), {raced['seconds']:.2f} s ({raced['attempts'] / raced['seconds']:,.0f} attempts/s, "
         f"{raced['attempts'] / raced['seconds'] / (args.attempts / out['seconds']):.2f}x of one process); "
-        f"appends planned from memory / after a read / locked: "
-        f"{sum(p['recalled'] for p in paths)} / {sum(p['read'] for p in paths)} / {sum(p['locked'] for p in paths)}"
+        f"{_paths(raced)}"
+    )
+    single = args.attempts // 5
+    with bench_database() as url:
+        churned = loop.run(processes_strict(url, limits, single, args.processes, args.seed, batched=False, churn=CHURN))
+    print(
+        f"nodewright across {args.processes} processes, {single} attempts one per transaction, 8 at a time in each, "
+        f"{CHURN:.0%} of grants terminated again: granted {churned['granted']}, terminated {churned['terminated']}, "
+        f"overrun {churned['overrun']} (counted in the log, at every position), {churned['seconds']:.2f} s "
+        f"({churned['attempts'] / churned['seconds']:,.0f} attempts/s); {_paths(churned)}"
     )
     print(
         json.dumps(
@@ -378,6 +450,9 @@ def main() -> None:
                 "processes_granted": raced["granted"],
                 "processes_overrun": raced["overrun"],
                 "processes_seconds": round(raced["seconds"], 3),
+                "churned_attempts": churned["attempts"],
+                "churned_overrun": churned["overrun"],
+                "churned_seconds": round(churned["seconds"], 3),
             }
         )
     )
