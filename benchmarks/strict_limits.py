@@ -26,6 +26,8 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
+import queue
 import random
 import time
 import uuid
@@ -190,8 +192,17 @@ def race_processes(
     ]
     for worker in workers:
         worker.start()
+    reports: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
     try:
-        reports = [results.get(timeout=timeout) for _ in workers]
+        while len(reports) < processes:
+            try:
+                reports.append(results.get(timeout=1.0))
+            except queue.Empty:
+                if time.monotonic() > deadline or not any(w.is_alive() for w in workers):
+                    codes = [w.exitcode for w in workers]
+                    missing = processes - len(reports)
+                    raise RuntimeError(f"{missing} reserving process(es) never reported: {codes}") from None
     finally:
         for worker in workers:
             worker.join(timeout)
@@ -220,8 +231,6 @@ def _race_in_process(
     results: Any,
 ) -> None:
     """One racing process: its report, or the error that stopped it, on `results`."""
-    import os
-
     try:
         race = _batched if batched else _reserve_and_terminate
         report = loop.run(race(url, names, attempts, seed, churn, concurrency, barrier))
