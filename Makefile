@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine: `make demo` and `make test`. Both create .venv when
-# missing and install the project with its dev and embedded extras, every package at the version
+# missing and install the project with its dev, embedded and bench extras (the suite runs every
+# benchmark's smoke mode, the store's peer included), every package at the version
 # constraints.txt pins.
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +13,7 @@ PINNED := -c constraints.txt
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(PINNED) -e '.[dev,embedded]'
+	$(BIN)/python -m pip install -q $(PINNED) -e '.[dev,embedded,bench]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,7 +30,6 @@ test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup tests
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q $(PINNED) -e '.[bench]'
 	$(BIN)/python benchmarks/budgets.py
 	$(BIN)/python -m benchmarks.store
 	$(BIN)/python -m benchmarks.chain

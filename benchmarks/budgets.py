@@ -14,6 +14,7 @@ calendar <= 1 s.
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import time
@@ -74,28 +75,31 @@ def croniter_status(at: datetime, nodes: int) -> dict:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
+    smoke = parser.parse_args().smoke
+    points, rounds_of, step_days = (500, 1, 1) if smoke else (20_000, ROUNDS, 30)
     rng = random.Random(7)
     pool = DisruptionBudgets(BUDGETS)
-    instants = [START + timedelta(seconds=rng.randrange(int(YEAR.total_seconds()))) for _ in range(20_000)]
+    instants = [START + timedelta(seconds=rng.randrange(int(YEAR.total_seconds()))) for _ in range(points)]
     args = [(t, 40, 2) for t in instants]
     for t in instants[:500]:  # the two must agree before their speed is compared
         ours = pool.status(t, 40)
         assert {r: ours.allowed(r) for r in REASONS} == croniter_status(t, 40), t
 
-    rounds = [per_call_us(pool.status, args) for _ in range(ROUNDS)]
+    rounds = [per_call_us(pool.status, args) for _ in range(rounds_of)]
     ours_us = min(rounds)
-    base_us = per_call_us(croniter_status, [(t, 40) for t in instants[:2000]], batch=20)
-    print(f"point evaluation, 5 scheduled budgets, 3 reasons (median per call, best of {ROUNDS} rounds)")
+    base_us = per_call_us(croniter_status, [(t, 40) for t in instants[: points // 10]], batch=20)
+    print(f"point evaluation, 5 scheduled budgets, 3 reasons (median per call, best of {rounds_of} rounds)")
     print(f"  nodewright     {ours_us:8.2f} us   (target <= 20 us; worst round {max(rounds):.2f} us)")
     print(f"  croniter port  {base_us:8.2f} us   -> {base_us / ours_us:.0f}x slower")
 
     timings = []
-    for _ in range(ROUNDS):
+    for _ in range(rounds_of):
         t0 = time.perf_counter()
         calendar = budget_calendar(pool, START, START + YEAR, 40)
         timings.append(time.perf_counter() - t0)
     ours_s = min(timings)
-    step_days = 30
     t0 = time.perf_counter()
     minute = timedelta(minutes=1)
     at = START

@@ -199,7 +199,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per rate")
     parser.add_argument("--rates", default="1000,10000", help="offered events/s, comma-separated")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
+    if args.smoke:
+        args.seconds, args.rates = 0.5, "200"
     rates = [int(r) for r in args.rates.split(",")]
     with ExitStack() as stack:
         nats_url = settings().nats_url

@@ -188,7 +188,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=60000, help="events per micro-batched round")
     parser.add_argument("--replay", type=int, default=1_000_000, help="events in the replayed log")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of each")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
+    if args.smoke:
+        args.events, args.replay, args.rounds = 800, 2000, 1
     chain_figures(args.events, args.replay, args.rounds)
 
 

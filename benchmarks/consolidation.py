@@ -106,7 +106,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods-per-node", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.pods_per_node = 40, 4
     view, movables = world(args.nodes, args.pods_per_node)
     budget = max(1, args.nodes // POOLS // 10)
     seconds, decided = one_pass(view, movables, budget)

@@ -355,7 +355,10 @@ def main() -> None:
     parser.add_argument("--launch-latency", default="30s")
     parser.add_argument("--registration-latency", default="20s")
     parser.add_argument("--logs", type=Path, help="keep the services' logs in this directory")
+    parser.add_argument("--smoke", action="store_true", help="20 pods, no sim latencies: the test suite's run")
     args = parser.parse_args()
+    if args.smoke:
+        args.pods, args.runs, args.warmup, args.launch_latency, args.registration_latency = 20, 1, 15.0, "0s", "0s"
     results = []
     with ExitStack() as stack:
         workdir = args.logs or Path(stack.enter_context(tempfile.TemporaryDirectory()))

@@ -149,7 +149,10 @@ def main() -> None:
     parser.add_argument("--running", type=int, default=80_000)
     parser.add_argument("--pending", type=int, default=20_000)
     parser.add_argument("--check", action="store_true", help="compare with the oracle baseline's plan")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.running, args.pending, args.check = 50, 400, 100, True
     projection = Projection()
     start = time.perf_counter()
     for position, event in enumerate(facts(args.nodes, args.running, args.pending), 1):

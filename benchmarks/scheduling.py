@@ -137,7 +137,10 @@ def main() -> None:
     parser.add_argument("--thirds", default="1000,2000,4000,16000", help="n per pod size; empty: skip")
     parser.add_argument("--thirds-baseline-up-to", type=int, default=4000, help="the old pass up to this n")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.baseline, args.thirds, args.thirds_baseline_up_to = "100,200", True, "20,40", 20
     if args.one:
         print(json.dumps(run(args.one, catalog(), args.baseline)))
         return

@@ -15,7 +15,7 @@
    library's `PostgresApplicationRecorder` (gap-free global order, like our positions), one
    event per transaction from 16 writers, and batches of 64 from 8 writers (threads: the
    library is synchronous). Goals: at least 4x its rate one per transaction, 1.3x batched
-   (needs the `bench` extra: `pip install -e '.[bench]'`).
+   (needs the `bench` extra, which `make` installs: `pip install -e '.[bench]'`).
 4. Audit replay: a log of 1,000,000 lifecycle events over 10 pools, with the counter rows the
    store would have written. The fold alone (in memory), and the full `nodewright audit` path
    (read from PostgreSQL + fold + compare counters) split over the available cores, against
@@ -216,12 +216,13 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1] * 1000
 
 
-async def appends(url: str, total: int) -> dict:
+async def appends(url: str, total: int, least: int = 4000) -> dict:
+    """`least`: the warm-up's events, and the fewest the one-per-transaction run appends."""
     store = EventStore.connect(url, pool_size=8)
     await apply_pools(store)
     out = {}
     batcher = AppendBatcher(store, max_batch=400, flushers=FLUSHERS)
-    await drive(batcher.append, 4000, WRITERS)  # warm up: connections, prepared statements
+    await drive(batcher.append, least, WRITERS)  # warm up: connections, prepared statements
     warm, paths = batcher.transactions, replace(store.paths)
     with measured() as cpu:
         seconds, lat = await drive(batcher.append, total, WRITERS)
@@ -234,7 +235,7 @@ async def appends(url: str, total: int) -> dict:
         "cpu": cpu.per_event_us(total),
     }
     await batcher.close()
-    single_total = max(total // 4, 4000)
+    single_total = max(total // 4, least)
     paths = replace(store.paths)
     with measured() as cpu:
         seconds, lat = await drive(store.append, single_total, 16)
@@ -260,18 +261,20 @@ def peer(url: str, total_events: int) -> dict[str, float] | None:
     try:
         from eventsourcing.persistence import StoredEvent
         from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+        from psycopg.conninfo import conninfo_to_dict
     except ImportError:
         return None
     from concurrent.futures import ThreadPoolExecutor
 
-    params = driver_params(url)
-    host = params.get("host") or "127.0.0.1"
+    # libpq reads the DSN the store's connections use (an embedded server's socket directory and
+    # port sit in its query), so the peer reaches the same database the same way
+    params = conninfo_to_dict(driver_params(url)["dsn"])
     datastore = PostgresDatastore(
-        params["database"],
-        str(host),
+        str(params["dbname"]),
+        str(params.get("host") or "127.0.0.1"),
         str(params.get("port") or 5432),
-        params.get("user") or "postgres",
-        params.get("password") or "",
+        str(params.get("user") or "postgres"),
+        str(params.get("password") or ""),
         pool_size=16,
     )
     recorder = PostgresApplicationRecorder(datastore, events_table_name="peer_events")
@@ -410,11 +413,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=60000, help="events for the micro-batched run")
     parser.add_argument("--replay", type=int, default=1_000_000, help="events in the replayed log")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
+    least = 4000
+    if args.smoke:
+        args.events, args.replay, least = 800, 2000, 200
 
     with bench_database() as url:
-        results = loop.run(appends(url, args.events))
-        peers = peer(url, max(args.events // 4, 8000))
+        results = loop.run(appends(url, args.events, least))
+        peers = peer(url, max(args.events // 4, 2 * least))
     b, s, base = results["batched"], results["single"], results["baseline_events_per_s"]
     print(
         f"micro-batched appends with counters: {b['events_per_s']:,.0f} events/s, p50 {b['p50_ms']:.2f} ms, "
@@ -438,6 +445,8 @@ def main() -> None:
     )
     if peers is None:
         print("peer: not run (pip install -e '.[bench]' for the eventsourcing library)")
+        if args.smoke:
+            raise SystemExit("a smoke run covers every part: the peer needs the bench extra")
     else:
         one, many = peers["single_events_per_s"], peers["batched_events_per_s"]
         print(

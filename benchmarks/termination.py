@@ -181,7 +181,10 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=500)
     parser.add_argument("--replicas", default="1,3", help="termination replicas per run, comma-separated")
     parser.add_argument("--logs", type=Path, help="keep the services' logs in this directory")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
+    if args.smoke:
+        args.claims, args.replicas = 2, "1"
     upstream = math.ceil(args.claims / UPSTREAM_CONCURRENCY) * MIN_DRAIN_SECONDS
     results = []
     with ExitStack() as stack:

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logs.controller("disruption")
 _IDS = uuid.UUID("0f5d2b8e-4c0e-4b43-8f2e-636f6d6d616e")
+VALIDATED, CANCELLED, NOT_RECORDED = "validated", "cancelled", "not recorded"
+"""The results of a validation attempt (`nodewright_disruption_validation_attempts_total`)."""
 
 
 class Commands:
@@ -62,6 +64,20 @@ class Commands:
         return moved
 
     async def _validate(self, command: Command, now: datetime) -> bool:
+        """One validation attempt, said before it starts and after it ends, and counted by its
+        result: a command's events are recorded once whatever happens (their ids are fixed), so
+        only these show a command validated twice, by one leader or by two."""
+        fields = {"command-id": command.decision_id, "reason": command.reason.lower()}
+        log.info("validating disruption command", **fields)
+        moved, result = await self._recheck(command, now)
+        self.service.validation_attempts.labels(result).inc()
+        log.info("validated disruption command", **fields, result=result)
+        return moved
+
+    async def _recheck(self, command: Command, now: datetime) -> tuple[bool, str]:
+        """Whether the command moved, and the validation's result: `validated` (the replacements
+        launching, or the command completed), `cancelled`, or `not recorded` (another leader
+        moved the command first, or the store refused the step)."""
         service = self.service
         projection = service.projection
         counters = await service.store.counters()
@@ -83,7 +99,7 @@ class Commands:
         if verdict.cancelled:
             why = "; ".join(f"{name}: {reason}" for name, reason in sorted(verdict.dropped.items()))
             await self._cancel(command, why, now, rejected=sorted(set(verdict.dropped.values())))
-            return True
+            return True, CANCELLED
         validated = c.DisruptionValidated(
             decision_id=command.decision_id,
             nodepool=command.nodepool,
@@ -106,10 +122,12 @@ class Commands:
                 for message, fields in said:
                     log.info(message, **fields, **{"command-id": command.decision_id})
                 await self._tell(command, "DisruptionLaunching", f"Launching NodeClaim: {_said(command)}", now)
-                return True
+                return True, VALIDATED
             await self._cancel(command, "a replacement was refused", now)
-            return True
-        return await self._complete(command, list(verdict.keep), now, validated)
+            return True, CANCELLED
+        if await self._complete(command, list(verdict.keep), now, validated):
+            return True, VALIDATED
+        return False, NOT_RECORDED
 
     async def _await_replacements(self, command: Command, now: datetime) -> bool:
         projection = self.service.projection

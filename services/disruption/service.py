@@ -116,6 +116,12 @@ class DisruptionService:
             ["method"],
             registry=registry,
         )
+        self.validation_attempts = Counter(
+            "nodewright_disruption_validation_attempts_total",
+            "Graceful commands re-checked after their validation delay, by result.",
+            ["result"],
+            registry=registry,
+        )
         self.commands = Commands(self, Recorder(cluster))  # progress events: upstream's 2-minute dedupe
         self.appended = 0
         self.last_pass: datetime | None = None

@@ -49,6 +49,7 @@ def main(
             cluster = service.world.cluster
             score = {
                 "evictions": cluster.evictions,
+                "eviction_requests": cluster.eviction_requests,
                 "forced_deletions": cluster.forced_deletions,
                 "pdb_violations": cluster.pdb_violations,
                 "interruptions": service.world.interruptions,

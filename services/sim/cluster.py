@@ -92,7 +92,10 @@ class SimCluster(KubeScheduler):
         self._full_pass_at: datetime | None = None
         self.events: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # aggregated, as the API server does
         self.nodeclaim_deletions: dict[str, dict[str, Any]] = {}  # NodeClaims a user deleted, until they go
-        self.evictions = 0
+        self.eviction_requests: dict[str, dict[str, int]] = {}
+        """Every eviction request, by pod and by the API's answer: 200 evicted, 404 the pod was
+        not there (gone already), 429 a PodDisruptionBudget refused, 500 more than one PDB. A
+        drain that asks twice for a pod it evicted shows here, as no other count can."""
         self.forced_deletions = 0
         self.pdb_violations = 0
         """Pods removed while a PodDisruptionBudget over them allowed no disruption, by anything but a
@@ -194,7 +197,23 @@ class SimCluster(KubeScheduler):
         """The eviction API. A pending pod goes without asking (no budget counts it); more than
         one PDB over a pod is an error, as in Kubernetes; a healthy pod needs a disruption its
         PDB allows; an unhealthy one only a PDB whose healthy pods already meet it (the default
-        unhealthyPodEvictionPolicy, IfHealthyBudget)."""
+        unhealthyPodEvictionPolicy, IfHealthyBudget). Each request is counted with its answer."""
+        answers = self.eviction_requests.setdefault(key, {})
+        try:
+            pod = self._eviction(key)
+        except NotFound:
+            answers["404"] = answers.get("404", 0) + 1
+            raise
+        except EvictionRefused:
+            answers["429"] = answers.get("429", 0) + 1
+            raise
+        except ClusterError:
+            answers["500"] = answers.get("500", 0) + 1
+            raise
+        answers["200"] = answers.get("200", 0) + 1
+        return pod
+
+    def _eviction(self, key: str) -> Pod:
         pod = self.pods.get(key)
         if pod is None:
             raise NotFound(f"pod {key} not found")
@@ -206,8 +225,12 @@ class SimCluster(KubeScheduler):
                 healthy, desired = self._budget(pdb)
                 if (healthy - desired <= 0) if self._healthy(pod) else (healthy < desired):
                     raise EvictionRefused(key, pdb.key)
-        self.evictions += 1
         return self.delete_pod(key)
+
+    @property
+    def evictions(self) -> int:
+        """Pods evicted (requests answered 200)."""
+        return sum(answers.get("200", 0) for answers in self.eviction_requests.values())
 
     def bound_to(self, node: str) -> list[Pod]:
         return list(self._on_node.get(node, {}).values())

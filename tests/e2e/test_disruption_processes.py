@@ -9,6 +9,7 @@ where it has something left to do."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -124,6 +125,22 @@ async def test_disruption_leaders_killed_mid_command_leave_it_to_a_standby_which
             assert len(ended[decision]) == 1, (decision, ended[decision])
         validated = Counter(d["decision_id"] for d in await of_type(store, "DisruptionValidated"))
         assert all(n == 1 for n in validated.values()), validated
+        # The event has a fixed id, so it is recorded once however often a command is validated:
+        # the replicas' own account of their attempts shows whether one was validated twice.
+        attempts = validation_attempts(replicas)
+        for decision in decisions:
+            tries = attempts.get(decision, [])
+            done = [result for _, result in tries if result is not None]
+            assert len(done) <= 1, (decision, tries)  # carried out once, by one leader
+            assert len({id(r) for r, _ in tries}) == len(tries), (decision, tries)  # a replica tries once
+            assert all(r in killed for r, result in tries if result is None), (decision, tries)  # cut short by a kill
+            if validated[decision]:
+                assert tries, f"{decision} was validated, and no replica says it tried"
+            if done == ["validated"]:
+                assert validated[decision] == 1 and ended[decision] != ["DisruptionCancelled"], (decision, tries)
+            if done == ["cancelled"]:
+                assert ended[decision] == ["DisruptionCancelled"], (decision, tries)
+        assert sum(len(t) for t in attempts.values()) >= 2  # the two drifted nodes' commands at least
         wanted = {d["decision_id"]: len(d["replacements"]) for d in decided}
         launched = Counter(d.get("replacement_for") for d in await of_type(store, "NodeClaimCreated"))
         assert all(launched[d] <= wanted[d] for d in decisions), launched
@@ -136,6 +153,28 @@ async def test_disruption_leaders_killed_mid_command_leave_it_to_a_standby_which
                 assert "Traceback" not in service.log.read_text(), service.log.read_text()[-3000:]
     finally:
         await store.close()
+
+
+def validation_attempts(replicas: list[Service]) -> dict[str, list[tuple[Service, str | None]]]:
+    """Each replica's validation attempts, read from its log, by decision: the attempt's result,
+    or None when the log ends before it (the replica was killed in the middle)."""
+    found: dict[str, list[tuple[Service, str | None]]] = {}
+    for replica in replicas:
+        mine: dict[str, list[str | None]] = {}
+        for line in replica.log.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or "command-id" not in entry:
+                continue
+            if entry.get("message") == "validating disruption command":
+                mine.setdefault(entry["command-id"], []).append(None)
+            elif entry.get("message") == "validated disruption command":
+                mine[entry["command-id"]][-1] = entry["result"]
+        for decision, results in mine.items():
+            found.setdefault(decision, []).extend((replica, result) for result in results)
+    return found
 
 
 def leaders(replicas: list[Service]) -> list[Service]:

@@ -1,5 +1,5 @@
 """Termination as users meet it: a replica killed with SIGKILL in the middle of a drain (another
-finishes it, no pod evicted twice), `nodewright delete nodeclaim --wait` beside a running
+finishes it, and the sim's count of eviction requests shows no pod asked for twice), `nodewright delete nodeclaim --wait` beside a running
 `nodewright up`, and `nodewright run` reporting terminations."""
 
 from __future__ import annotations
@@ -70,10 +70,18 @@ async def test_a_replica_killed_mid_drain_leaves_it_to_another_and_no_pod_is_evi
         system.stop()  # the sim writes its score as it stops
     try:
         score = json.loads((tmp_path / "data" / "sim-score.json").read_text())
-        evicted = [d for d in await of_type(store, "PodEvicted") if not d["forced"]]
-        names = [d["name"] for d in evicted]
-        assert len(names) == len(set(names)) == score["evictions"]  # the sim evicted each pod once
-        assert score["pdb_violations"] == 0 and score["forced_deletions"] == 2  # the budgeted pods, at the deadline
+        recorded = await of_type(store, "PodEvicted")
+        evicted = [f"{d['namespace']}/{d['name']}" for d in recorded if not d["forced"]]
+        forced = {f"{d['namespace']}/{d['name']}" for d in recorded if d["forced"]}
+        # Every eviction request the sim answered, by pod: each evicted pod was asked once, and
+        # never again once gone (a second request would be a 404); the budgeted pods were only
+        # refused (429) until the deadline deleted them, and never asked after that.
+        asked = score["eviction_requests"]
+        assert len(evicted) == len(set(evicted)) == 3 and len(forced) == 2, (evicted, forced)
+        assert all(asked.get(pod) == {"200": 1} for pod in evicted), asked
+        assert all(set(asked.get(pod, {})) == {"429"} for pod in forced), asked
+        assert set(asked) == {*evicted, *forced}, asked
+        assert score["evictions"] == 3 and score["pdb_violations"] == 0 and score["forced_deletions"] == 2
         result = await audit_database(migrated_url)
         assert result.replay.violations == [] and result.counters_match, result.mismatches
         assert "Traceback" not in sim.log.read_text()

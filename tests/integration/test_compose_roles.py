@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 
 from shared.runtime import loop
 from shared.runtime.servers import EmbeddedPostgres
-from shared.store.eventstore import EventStore
+from shared.store.eventstore import ANY, EventStore
 from shared.store.migrate import head_revision, upgrade
 from tests.factories import applied, new
 
@@ -122,9 +122,16 @@ async def test_a_service_login_appends_and_cannot_rewrite(server, migrated):
 
 
 async def test_the_cli_login_reads_and_cannot_write(server, migrated):
+    store = EventStore.connect(_as(server, "nodewright_scheduler"), pool_size=1)
+    try:
+        event = applied("compose-read", {"nodes": "2"})
+        (position,) = await store.append(event.stream_id, ANY, [new(event)])
+    finally:
+        await store.close()
     conn = await asyncpg.connect(_plain(_as(server, "nodewright_audit")))
     try:
-        assert await conn.fetchval("SELECT count(*) FROM events") >= 0
+        read = await conn.fetchrow("SELECT stream_id, type FROM events WHERE position = $1", position)
+        assert tuple(read) == (event.stream_id, "NodePoolApplied")
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await conn.execute("UPDATE nodepool_counters SET version = version")
     finally:

@@ -11,6 +11,7 @@ from itertools import count
 import pytest
 
 from services.cli.eventlog import audit_database
+from services.scheduler.service import SchedulerService
 from services.sim.service import SimService
 from shared.events import contracts as c
 from tests.integration.world import World, burst, play, pods_running
@@ -35,9 +36,15 @@ async def test_a_nodes_limit_holds_exactly_under_a_burst(store, migrated_url, bu
             s.world.cluster.nodes.get(i.request.nodeclaim) for i in s.world.cloud.running()
         )
 
-    sim = await play(burst(200, {"nodes": "3"}), bus, store, limited)
-    await asyncio.sleep(1.0)
-    assert len(sim.world.cloud.instances) == 3  # never a fourth, however many pods wait
+    async with World(burst(200, {"nodes": "3"}), bus, store) as world:
+        world.start_schedulers()
+        await world.until(limited)
+        (scheduler,) = world.schedulers
+        passes = _passes(scheduler)
+        # the world goes on: more passes, each with the pool full and pods waiting
+        await world.until(lambda _: _passes(scheduler) >= passes + 3 and _sample(scheduler, UNPLACED) > 0)
+        assert len(world.sim.world.cloud.instances) == 3  # never a fourth, however many pods wait
+    sim = world.sim
     events = sim.world.cluster.events_about("Pod")
     failed = [e for e in events if e["reason"] == "FailedScheduling"]
     assert failed and all(e["type"] == "Warning" for e in failed)
@@ -231,6 +238,17 @@ async def test_a_burst_after_a_quiet_spell_is_planned_once_no_pod_came_for_the_i
     async with store.driver_connection() as raw:
         last_pod = await raw.fetchval("SELECT max(occurred_at) FROM events WHERE type = 'PodPending'")
     assert idle <= planned - last_pod < longest / 2, (planned, last_pod)
+
+
+UNPLACED = "karpenter_scheduler_unschedulable_pods_count"
+
+
+def _passes(scheduler: SchedulerService) -> float:
+    return _sample(scheduler, "karpenter_scheduler_scheduling_duration_seconds_count")
+
+
+def _sample(scheduler: SchedulerService, name: str) -> float:
+    return scheduler.shell.registry.get_sample_value(name) or 0.0
 
 
 async def _first_occurred(store, kind: str):

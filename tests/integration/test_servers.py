@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
@@ -59,12 +60,20 @@ async def test_temporary_database_is_dropped_afterwards(
 
 
 async def test_jetstream_answers_account_info(nats_server_url: str) -> None:
+    """JetStream is on and counts what it holds: a stream added shows in the account's info."""
     client = await nats.connect(nats_server_url, allow_reconnect=False)
+    name = f"ACCOUNT_INFO_{secrets.token_hex(4).upper()}"
     try:
-        info = await client.jetstream().account_info()
+        js = client.jetstream()
+        before = await js.account_info()
+        await js.add_stream(name=name, subjects=[f"account-info.{name}"])
+        try:
+            after = await js.account_info()
+        finally:
+            await js.delete_stream(name)
     finally:
         await client.close()
-    assert info.streams >= 0
+    assert after.streams == before.streams + 1
 
 
 async def test_killed_embedded_nats_refuses_connections(embedded_nats_factory: EmbeddedNatsFactory) -> None:

@@ -69,10 +69,8 @@ def _le(a: int | None, b: int | None) -> bool:
 def test_remaining_is_never_negative(budget_list, at, nodes, disrupting):
     status = DisruptionBudgets(budget_list).status(at, nodes, disrupting)
     for reason in REASONS:
-        left = status.remaining(reason)
-        assert left is None or left >= 0
-        if status.allowed(reason) is not None:
-            assert left == max(status.allowed(reason) - disrupting, 0)
+        left, allowed = status.remaining(reason), status.allowed(reason)
+        assert left == (None if allowed is None else max(allowed - disrupting, 0))
 
 
 @settings(max_examples=200, deadline=None)

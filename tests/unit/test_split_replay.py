@@ -3,6 +3,8 @@ says it cannot: the property behind `nodewright audit` folding on several cores.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,15 +34,18 @@ def route(log: list[LogEntry], partitions: list[Partition]) -> tuple[list[list[L
     return parts, uncounted
 
 
-def split_fold(log: list[LogEntry], workers: int, explain: str | None = None) -> Replay | None:
+def routed_parts(log: list[LogEntry], workers: int) -> tuple[list[list[LogEntry]], list[LogEntry]]:
     sizes: dict[str, int] = {}
     for entry in log:
         pool = entry.data.get("nodepool")
         if isinstance(pool, str):
             sizes[pool] = sizes.get(pool, 0) + 1
     known = dict(list(sizes.items())[:-1])  # the last pool stands for one the counter table lacks
-    partitions = split_pools(known, workers)
-    routed, uncounted = route(log, partitions)
+    return route(log, split_pools(known, workers))
+
+
+def split_fold(log: list[LogEntry], workers: int, explain: str | None = None) -> Replay | None:
+    routed, uncounted = routed_parts(log, workers)
     parts = []
     for share in routed:
         part = Replay(explain=explain, mentioned=set())
@@ -117,12 +122,37 @@ def test_claims_that_stay_in_their_pool_split_and_join_to_the_same_fold(log, wor
     same(joined, whole)
 
 
-@settings(max_examples=150, deadline=None)
-@given(logs(crossing=True), st.integers(2, 5))
-def test_claims_that_cross_pools_either_join_to_the_same_fold_or_refuse(log, workers):
-    joined = split_fold(log, workers)
-    if joined is not None:
-        same(joined, replay(log))
+def names_in_two_parts(log: list[LogEntry], workers: int) -> set[str]:
+    """Claim names that events of two different partitions name (as `nodeclaim` or a candidate):
+    the only logs a join may refuse."""
+    routed, _ = routed_parts(log, workers)
+    parts: dict[str, set[int]] = {}
+    for index, share in enumerate(routed):
+        for entry in share:
+            for name in [entry.data.get("nodeclaim"), *(entry.data.get("candidates") or [])]:
+                if isinstance(name, str):
+                    parts.setdefault(name, set()).add(index)
+    return {name for name, where in parts.items() if len(where) > 1}
+
+
+def test_claims_that_cross_pools_either_join_to_the_same_fold_or_refuse():
+    """Both outcomes are checked, and both happen: a join equals the whole fold; a refusal comes
+    only with a claim named in two partitions."""
+    outcomes: Counter[str] = Counter()
+
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(logs(crossing=True), st.integers(2, 5))
+    def check(log: list[LogEntry], workers: int) -> None:
+        joined = split_fold(log, workers)
+        if joined is None:
+            assert names_in_two_parts(log, workers), "refused a log whose partitions share no claim"
+            outcomes["refused"] += 1
+        else:
+            same(joined, replay(log))
+            outcomes["joined"] += 1
+
+    check()
+    assert outcomes["joined"] and outcomes["refused"], outcomes
 
 
 def test_a_claim_ended_from_another_partition_refuses_the_join():

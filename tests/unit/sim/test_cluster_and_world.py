@@ -3,6 +3,7 @@ evictions against PDBs, DaemonSets, controllers, and nodes that register then tu
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -12,6 +13,7 @@ from services.sim.cloud import InsufficientCapacity, LaunchRequest
 from services.sim.cluster import (
     EvictionRefused,
     Node,
+    NotFound,
     Pod,
     PodDisruptionBudget,
     PodTemplate,
@@ -337,6 +339,38 @@ def test_eviction_rules_for_unhealthy_pods_pending_pods_and_two_budgets():
     cluster.apply_pdb(PodDisruptionBudget("default", "web-too", selector, max_unavailable=1))
     with pytest.raises(ClusterError, match="more than one PodDisruptionBudget"):
         cluster.evict("default/web0")
+    assert cluster.eviction_requests == {
+        "default/stuck": {"200": 1},
+        "default/web1": {"429": 1},
+        "default/web0": {"500": 1},
+    }
+
+
+@pytest.mark.parametrize(
+    ("asks", "answers", "evictions"),
+    [
+        (["web0"], {"web0": {"200": 1}}, 1),
+        (["web0", "web0"], {"web0": {"200": 1, "404": 1}}, 1),  # asked again once gone: counted, not evicted
+        (["web0", "web1", "web0", "web0"], {"web0": {"200": 1, "404": 2}, "web1": {"429": 1}}, 1),
+        (["ghost"], {"ghost": {"404": 1}}, 0),  # never there
+    ],
+)
+def test_every_eviction_request_is_counted_by_pod_and_answer(asks, answers, evictions):
+    """A drain that asks again for a pod it already evicted shows in the count (a 404), which the
+    eviction itself cannot show: the pod is gone either way."""
+    cluster = SimCluster()
+    cluster.add_node(node("n1", cpu=16))
+    for i in range(2):
+        cluster.add_pod(pod(f"web{i}"))
+    cluster.schedule(T0)
+    cluster.apply_pdb(
+        PodDisruptionBudget("default", "web", LabelSelector(match_labels={"app": "web"}), min_available=1)
+    )
+    for name in asks:
+        with contextlib.suppress(NotFound, EvictionRefused):
+            cluster.evict(f"default/{name}")
+    assert cluster.eviction_requests == {f"default/{name}": counts for name, counts in answers.items()}
+    assert cluster.evictions == evictions
 
 
 def test_a_daemonset_pod_binds_only_where_it_fits():

@@ -75,7 +75,7 @@ def state(sim: SimService) -> dict[str, Any]:
         "objects": [o.to_dict() for o in snapshot.objects],
         "changes": [c.to_dict() for c in cluster.changes],
         "instances": [(i.provider_id, i.request.nodeclaim, i.state, i.offering) for i in world.cloud.running()],
-        "counters": (cluster.evictions, cluster.forced_deletions, cluster.pdb_violations),
+        "counters": (cluster.eviction_requests, cluster.forced_deletions, cluster.pdb_violations),
         "events": sorted(map(str, cluster.events.values())),
         "due": world.next_due(),
         "fingerprint": world.fingerprint(),
@@ -110,7 +110,10 @@ def request_of(sim: SimService, op: str, n: int) -> tuple[str, dict[str, Any]]:
         }
     if op == "delete":
         return wire.DELETE, {"providerID": running[n % len(running)] if running else "sim:///nothing"}
-    if op == "evict":
+    if op == "evict":  # now and then a pod asked for before, likely gone since
+        asked = sorted(sim.world.cluster.eviction_requests)
+        if asked and n % 3 == 0:
+            return wire.EVICT, {"pod": asked[n % len(asked)]}
         return wire.EVICT, {"pod": pods[n % len(pods)] if pods else "default/nothing"}
     if op == "taint":
         node = nodes[n % len(nodes)] if nodes else "nothing"

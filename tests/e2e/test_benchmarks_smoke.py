@@ -1,0 +1,56 @@
+"""Every benchmark runs: each script under benchmarks/ in its `--smoke` mode (tiny sizes, the same
+code path, its figures printed), as a process of its own, on the session's PostgreSQL and NATS
+(it makes databases and streams of its own there). A benchmark that no longer runs fails here,
+not at the next `make bench`. No figure is checked: a smoke run measures nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def benchmarks() -> list[str]:
+    """The runnable scripts: the modules of benchmarks/ with a main block (helpers have none)."""
+    return sorted(
+        path.stem
+        for path in BENCHMARKS.glob("*.py")
+        if not path.name.startswith("_") and 'if __name__ == "__main__":' in path.read_text()
+    )
+
+
+def test_make_bench_runs_every_benchmark_and_only_those():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nbench:", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"benchmarks[./](\w+)", recipe)) == benchmarks()
+
+
+def test_every_benchmark_runs_in_its_smoke_mode(database_server_url: str, nats_server_url: str, tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
+    env |= {"NODEWRIGHT_DATABASE_URL": database_server_url, "NODEWRIGHT_NATS_URL": nats_server_url}
+    failed, took = [], {}
+    for name in benchmarks():
+        started = time.monotonic()
+        run = subprocess.run(
+            [sys.executable, "-m", f"benchmarks.{name}", "--smoke"],
+            cwd=tmp_path,
+            env=env | {"PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        took[name] = round(time.monotonic() - started, 1)
+        if run.returncode != 0 or not run.stdout.strip():
+            failed.append((name, run.returncode, (run.stdout + run.stderr)[-3000:]))
+    print(took)  # where the suite's time goes, with -s
+    assert failed == [], "\n\n".join(f"{name} exited {code}:\n{tail}" for name, code, tail in failed)
