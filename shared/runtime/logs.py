@@ -14,8 +14,8 @@ Users of Karpenter grep, alert and build dashboards on its log lines; ours read 
 - `commit` is the installed package's version (`importlib.metadata`): the one stable answer a
   process has about what it runs, with or without a git checkout.
 - Secrets never leave: every value, and then the rendered line, goes through
-  `shared.redaction.redact` (URL passwords, `password=` pairs, and the passwords configured in
-  this process's environment, literally).
+  `shared.redaction.redact` (URL passwords, `password=` pairs, and the passwords and signing
+  key configured in this process's environment, literally).
 """
 
 from __future__ import annotations
@@ -163,9 +163,10 @@ def _choice(value: str | None, default: LogFormat, wrong: list[str]) -> LogForma
 
 
 def _configured_secrets(environ: Mapping[str, str]) -> set[str]:
-    """The passwords this process was given: those in its URLs, and NATS's own."""
+    """The secrets this process was given: the passwords in its URLs, NATS's own, the signing key."""
     found = {url_password(environ.get(name)) for name in SECRET_ENVS}
     found.add(environ.get("NODEWRIGHT_NATS_PASSWORD"))
+    found.add(environ.get("NODEWRIGHT_SIGNING_KEY"))
     return {s for s in found if s and len(s) >= SHORTEST_SECRET}
 
 
