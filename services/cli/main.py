@@ -311,8 +311,12 @@ def delete_nodeclaim(
     from shared.config import settings
     from shared.runtime.clockfile import shared_clock
 
+    try:
+        key = signing_key()  # what this command appends is signed, as the services' appends are
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     clock = shared_clock(settings())
-    key = settings().signing_key_bytes()  # what this command appends is signed, as the services' appends are
     try:
         deleted = with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now(), key))
     except eventlog.NotFoundError as exc:
