@@ -335,7 +335,8 @@ def render_audit(result: AuditResult) -> str:
             f"  {'#' + str(p.position) if p.position else '-'} {p.stream} [{p.kind}] {p.detail}" for p in result.chain
         )
     else:
-        lines.append(f"hash chain: intact ({len(result.heads)} nodepool head(s))")
+        streams = sum(n for n, _ in (result.at.streams or {}).values())
+        lines.append(f"hash chain: intact ({len(result.heads)} nodepool head(s), {streams} stream head(s))")
     lines.append(f"head digest: {result.digest} (at position {result.position})")
     lines.append(_render_signatures(result.signatures))
     if r.explain:

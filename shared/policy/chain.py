@@ -30,6 +30,7 @@ from shared.policy.digests import (
     KEY_ID_BYTES,
     OPTIONS,
     POOL_LINKED,
+    SIGNATURE_BYTES,
     SQL_TEXT,
     WRITER_JSON,
     Signer,
@@ -163,6 +164,7 @@ class ChainPart:
     links: list[Link] = field(default_factory=list)
     heads: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)
     marks: dict[int, Mark] = field(default_factory=dict)
+    """The heads it saw as of each of the audit's marks."""
     signatures: Signatures = field(default_factory=Signatures)
 
 
@@ -331,6 +333,8 @@ class LogChain:
                     problems.append(Problem(position, row[1], "unsigned", UNSIGNED))
                 else:
                     tally.before += 1
+            elif len(signature) != SIGNATURE_BYTES:
+                problems.append(Problem(position, row[1], "signature", FORGED))
             elif signature[:KEY_ID_BYTES] != key_id:
                 foreign = tally.foreign.setdefault(bytes(signature[:KEY_ID_BYTES]), [0, position, row[1]])
                 foreign[0] += 1

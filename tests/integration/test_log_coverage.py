@@ -25,6 +25,7 @@ from tests.conftest import ROOT
 from tests.factories import T0, new, terminated
 from tests.integration.test_audit import workload
 from tests.integration.test_log_integrity import as_maintenance, position_of
+from tests.integration.test_log_roles import logins  # noqa: F401 (a fixture)
 
 KEY, OTHER_KEY = b"s" * 40, b"o" * 40
 
@@ -389,3 +390,24 @@ async def test_an_edited_export_fails_its_audit_and_is_counted_once(
     distinct = len({json.loads(line).get("position") for line in lines} - {None})
     assert summary["events"] == len(counted) == result.replay.events == distinct
     assert summary["audit_ok"] is False
+
+
+async def test_a_writer_login_signs_and_a_reader_login_saves_an_anchor_and_exports(
+    migrated_url: str,
+    logins: dict[str, str],  # noqa: F811 (the fixture imported above)
+    tmp_path,
+):
+    """The roles of migration 0005: a writer inserts the signature as it inserts the hash; a
+    reader draws the transaction id a settled anchor and an export wait on, and writes nothing."""
+    writer = EventStore.connect(logins["w1"], signing_key=KEY)
+    try:
+        await log(writer)
+    finally:
+        await writer.close()
+    signer = Signer(KEY)
+    saved = await audit_database(logins["r"], settled=True, signer=signer)
+    assert saved.ok and saved.signatures["signed"] == saved.replay.events == saved.position
+    path = tmp_path / "log.jsonl"
+    assert await export(logins["r"], path) == saved.position
+    offline = audit_file(path, anchored=saved.at, signer=signer)
+    assert offline.chain == [] and offline.digest == saved.digest

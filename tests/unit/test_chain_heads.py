@@ -357,6 +357,8 @@ SIGNED = [
     ("intact", lambda rows: None, set()),
     ("an unsigned event appended", _unsigned, {(12, "node-b", "unsigned")}),
     ("a made-up signature", _random_signature, {(12, "node-b", "signature")}),
+    ("a signature that is not hex", lambda rows: rows[-1].update(signature="zz"), {(12, "node-b", "signature")}),
+    ("a signature cut short", lambda rows: rows[-1].update(signature="abcd"), {(12, "node-b", "signature")}),
     ("rewritten, its hash recomputed", _rewritten_keeping_its_signature, {(12, "node-b", "signature")}),
     ("every event signed with another key", _another_key, {(1, "nodepool-p", "signature")}),
 ]
