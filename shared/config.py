@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import unquote
 
-from pydantic import ByteSize, Field, SecretStr, field_validator, model_validator
+from pydantic import ByteSize, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.clock import Clock, clock_from
@@ -275,15 +275,20 @@ def input_limits() -> InputLimits:
         raise ValueError(f"{name}: {first['msg']}") from None
 
 
+def setting_error(exc: ValidationError) -> str:
+    """One line naming the first bad setting and its rule (`NODEWRIGHT_SIGNING_KEY: ...`), never
+    its value."""
+    first = exc.errors(include_url=False)[0]
+    name = "NODEWRIGHT_" + str(first["loc"][0]).upper() if first["loc"] else "a NODEWRIGHT_ setting"
+    return f"{name}: {first['msg'].removeprefix('Value error, ')}"
+
+
 def signing_key() -> bytes | None:
     """NODEWRIGHT_SIGNING_KEY now (None: unset); a bad value is a ValueError naming it."""
-    from pydantic import ValidationError
-
     try:
         return SigningKey().signing_key_bytes()
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise ValueError(f"NODEWRIGHT_SIGNING_KEY: {first['msg'].removeprefix('Value error, ')}") from None
+        raise ValueError(setting_error(exc)) from None
 
 
 def settings() -> Settings:

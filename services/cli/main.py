@@ -23,7 +23,7 @@ from services.cli.database import RunOption, with_database
 from services.cli.failures import CLI
 from services.cli.service import service_app
 from shared.api.documents import DocumentError
-from shared.config import signing_key
+from shared.config import setting_error, signing_key
 from shared.policy.anchors import read_heads
 from shared.policy.digests import Signer
 from shared.redaction import redact
@@ -344,6 +344,9 @@ def _system_errors() -> Iterator[None]:
         yield
     except (ScenarioError, RunError) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
+        raise typer.Exit(2) from None
+    except pydantic.ValidationError as exc:  # a bad setting: named, its value never shown
+        typer.echo(f"error: {setting_error(exc)}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)

@@ -200,6 +200,19 @@ CASES = [
         {"NODEWRIGHT_SIGNING_KEY": "too-short"},
     ),
     Case(
+        "run-signing-key-short",
+        ("run", str(EXAMPLES.parent / "scenarios" / "burst-node-limit.yaml")),
+        ("NODEWRIGHT_SIGNING_KEY: a signing key must be at least 32 bytes, not 9",),
+        {"NODEWRIGHT_SIGNING_KEY": "too-short"},
+    ),
+    Case(
+        "up-signing-key-short",
+        ("up", "--for", "1"),
+        ("NODEWRIGHT_SIGNING_KEY: a signing key must be at least 32 bytes",),
+        {"NODEWRIGHT_SIGNING_KEY": "too-short"},
+        process=True,
+    ),
+    Case(
         "delete-signing-key-short",
         ("delete", "nodeclaim", "web-1"),
         ("NODEWRIGHT_SIGNING_KEY", "at least 32 bytes"),
