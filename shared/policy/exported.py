@@ -138,7 +138,8 @@ class FileChain:
 
     def finish(self, anchored: Heads | None = None, *, trailer: bool = True) -> list[Problem]:
         """Every problem of the file, by position; with `anchored`, also where the file no longer
-        extends that anchor. `trailer=False`: a file without one is not `missing` (a test's)."""
+        extends that anchor. `trailer=False`: a file without a trailer is not `missing` (lines
+        made by hand, not by `events export`)."""
         rows = sorted(self._rows, key=lambda r: r[0])
         hashed = [r[0] for r in rows if r[6] is not None]
         chained_after = hashed[0] - 1 if hashed else 0  # older events predate the chain (migration 0006)
