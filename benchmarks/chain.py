@@ -1,9 +1,11 @@
 """What the log's hash chain costs (issue 21), old against new, alternately in one run: the
 micro-batched append with and without it (`write_batch(chained=False)`: the write before the
-chain, hashing nothing), and the audit replay with and without verifying it; beside them, the
-audit of the same log as the writer before the current digest form made it (form 2).
-`python -m benchmarks.chain [--events N] [--replay N] [--rounds N]`; the rest of the store's
-figures are `benchmarks.store`'s, whose workload and log this reuses.
+chain, hashing nothing), and with the signing key (issue 38); the audit replay with and without
+verifying it; beside them, the audit of the same log as the writer before the current digest
+form made it (form 2), the audit of the signed log with and without the key, and what the heads
+of every stream cost the audit (one mark). `python -m benchmarks.chain [--events N] [--replay
+N] [--rounds N]`; the rest of the store's figures are `benchmarks.store`'s, whose workload and
+log this reuses.
 
 Each round runs old and new back to back, and the ratio quoted is the median of the rounds'
 ratios: on a shared 2-core machine throughput moves by 2x within minutes, and a pair measured
@@ -18,6 +20,8 @@ import json
 import os
 import resource
 import statistics
+import time
+import timeit
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -26,10 +30,12 @@ import asyncpg
 from benchmarks._batcher import AppendBatcher
 from benchmarks._db import bench_database
 from benchmarks.store import FLUSHERS, WRITERS, apply_pools, drive, load_log, replay_db, synthetic_log
+from services.cli.eventlog import AuditResult, audit_database
 from shared.config import driver_params
-from shared.policy.audit import Replay
+from shared.policy.audit import LogEntry, Replay
 from shared.policy.chain import LogChain
-from shared.policy.digests import WRITER_JSON
+from shared.policy.counters import COUNTED_EVENTS
+from shared.policy.digests import WRITER_JSON, Signer
 from shared.runtime import loop
 from shared.store import write as writes
 from shared.store.eventstore import EventStore
@@ -62,21 +68,30 @@ Round = tuple[float, float, float | None]
 """events/s, client µs/event, the backends' µs/event (None: PostgreSQL elsewhere)."""
 
 
+KEY = b"a benchmark's signing key, 32 bytes or more"
+
+
 async def chain_cost_appends(url: str, total: int, rounds: int = 3) -> dict[str, list[Round]]:
-    """Micro-batched appends with the chained write and with the write before it, alternately in
-    one process and one database: per round (events/s, client µs/event, backends' µs/event)."""
+    """Micro-batched appends with the chained write, with the write before it, and with the
+    chained write signing each event, alternately in one process and one database: per round
+    (events/s, client µs/event, backends' µs/event)."""
     store = EventStore.connect(url, pool_size=8)
     await apply_pools(store)
     batcher = AppendBatcher(store, max_batch=400, flushers=FLUSHERS)
     probe = await asyncpg.connect(**driver_params(url))
     chained = writes.write_batch
-    variants = {"chained": chained, "unchained": functools.partial(chained, chained=False)}
+    variants = {
+        "chained": (chained, None),
+        "unchained": (functools.partial(chained, chained=False), None),
+        "signed": (chained, Signer(KEY)),
+    }
     out: dict[str, list[Round]] = {name: [] for name in variants}
     try:
         await drive(batcher.append, 4000, WRITERS)  # warm up: connections, prepared statements
-        for _ in range(rounds):
-            for name, write in variants.items():
+        for round_ in range(rounds):
+            for name, (write, signer) in _rotated(list(variants.items()), round_):
                 writes.write_batch = write  # type: ignore[assignment]
+                store.signer = signer
                 client, backends = _own_cpu(), await _backends_cpu(probe)
                 seconds, _ = await drive(batcher.append, total, WRITERS)
                 client, after = _own_cpu() - client, await _backends_cpu(probe)
@@ -84,6 +99,7 @@ async def chain_cost_appends(url: str, total: int, rounds: int = 3) -> dict[str,
                 out[name].append((total / seconds, client / total * 1e6, server))
     finally:
         writes.write_batch = chained
+        store.signer = None
         await probe.close()
         await batcher.close()
         await store.close()
@@ -110,7 +126,23 @@ def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, object
         + f" events/s chained/unchained in {rounds} alternating rounds; median ratio {ratio:.2f}x (goal >= 0.90x)"
     )
     print(f"  chained: {_per_event(chained)}; unchained: {_per_event(plain)}")
+    signed = appended["signed"]
+    signing = statistics.median(a[0] / b[0] for a, b in zip(signed, chained, strict=True))
+    print(
+        "signing, micro-batched appends: "
+        + ", ".join(f"{a[0]:,.0f}/{b[0]:,.0f}" for a, b in zip(signed, chained, strict=True))
+        + f" events/s signed/not in {rounds} alternating rounds; median ratio {signing:.2f}x"
+    )
+    print(f"  signed: {_per_event(signed)}")
+    signing_us = _sign_micros()
+    chained_client = statistics.median(r[1] for r in chained)
+    print(
+        f"  signing one event (HMAC-SHA256 of its hash, as hex), timed alone: {signing_us:.2f} µs,"
+        f" {signing_us / chained_client:.1%} of a chained append's client CPU in this run"
+    )
     entries = synthetic_log(replay)
+    streams = len({e.stream_id for e in entries})
+    marking = _mark_seconds(entries, rounds)
     folded = Replay()
     folded.feed(entries)
     runs: dict[str, list[tuple[float, float]]] = {"verified": [], "bare": [], "form2": [], "read": []}
@@ -150,6 +182,23 @@ def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, object
         f"  client CPU (both processes): verified {cpu['verified']:.2f}, not {cpu['bare']:.2f},"
         f" form 2 verified {cpu['form2']:.2f}, read only {cpu['read']:.2f} µs/event; {os.cpu_count()} cores"
     )
+    verified_s = statistics.median(a[0] for a in verified)
+    print(
+        f"  the heads of every stream as of one mark ({streams:,} streams, in the audit's processes):"
+        f" {marking:.3f} s, {marking / streams * 1e6:.2f} µs/stream, {marking / verified_s:.1%} of the verified audit"
+    )
+    keyed = _signed_audits(replay, rounds)
+    keyed_cpu = {name: statistics.median(c for _, c in rows) / replay * 1e6 for name, rows in keyed.items()}
+    key_cost = statistics.median(a[0] / b[0] for a, b in zip(keyed["key"], keyed["no key"], strict=True))
+    print(
+        f"signing, audit replay of {replay:,} signed events: "
+        + ", ".join(f"{a[0]:.2f}/{b[0]:.2f}" for a, b in zip(keyed["key"], keyed["no key"], strict=True))
+        + f" s verified with/without the key in {rounds} alternating rounds; median ratio {key_cost:.2f}x"
+    )
+    print(
+        f"  client CPU (both processes): with the key {keyed_cpu['key']:.2f}, without {keyed_cpu['no key']:.2f}"
+        f" µs/event; verifying one signature timed alone: {signing_us:.2f} µs"
+    )
     figures = {
         "appends": appended,
         "audit_verified": verified,
@@ -157,9 +206,89 @@ def chain_figures(events: int, replay: int, rounds: int = 3) -> dict[str, object
         "audit_form2": before,
         "audit_read_only": read,
     }
-    ratios = {"append_ratio": ratio, "audit_ratio": cost, "form2_audit_ratio": old_cost, "read_only_ratio": floor}
+    figures["audit_signed_key"], figures["audit_signed_no_key"] = keyed["key"], keyed["no key"]
+    ratios = {
+        "append_ratio": ratio,
+        "audit_ratio": cost,
+        "form2_audit_ratio": old_cost,
+        "read_only_ratio": floor,
+        "signed_append_ratio": signing,
+        "signed_audit_ratio": key_cost,
+        "mark_share": marking / verified_s,
+    }
     print(json.dumps({"chain": figures, **ratios}))
     return figures
+
+
+def _rotated(variants: list, round_: int) -> list:
+    """The variants in another order each round: whichever runs first (or after another) gains
+    or loses nothing on average."""
+    shift = round_ % len(variants)
+    return variants[shift:] + variants[:shift]
+
+
+def _sign_micros(repeat: int = 5, number: int = 100_000) -> float:
+    """What `Signer.sign` and its hex cost per event, the least of `repeat` timings."""
+    signer, value = Signer(KEY), os.urandom(32)
+    return min(timeit.repeat(lambda: signer.sign(value).hex(), repeat=repeat, number=number)) / number * 1e6
+
+
+def _mark_seconds(entries: list[LogEntry], rounds: int) -> float:
+    """What one mark costs (`LogChain._mark`: a term per stream), the least of `rounds`: the
+    streams of the log with a head each (a hash of the real length: the cost is per stream)."""
+    chain = LogChain(COUNTED_EVENTS, 0)
+    for e in entries:
+        chain._tails[e.stream_id] = (chain._tails.get(e.stream_id, (0, b""))[0] + 1, os.urandom(32))
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        chain._mark(len(entries))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _signed_audits(replay: int, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """The audit of the same synthetic log, every event signed as the writer with the key signs
+    it, with and without the key, alternately on the same database."""
+    signer = Signer(KEY)
+    runs: dict[str, list[tuple[float, float]]] = {"key": [], "no key": []}
+    entries = synthetic_log(replay)
+    folded = Replay()
+    folded.feed(entries)
+    with bench_database() as url:
+        loop.run(load_log(url, entries, folded))
+        del entries
+        loop.run(_sign_log(url, signer))
+        for round_ in range(rounds):
+            for name, key in _rotated([("key", signer), ("no key", None)], round_):
+                cpu = _own_cpu()
+                seconds, result = loop.run(_audit(url, key))
+                assert result.ok, [p.to_dict() for p in result.chain[:3]]
+                runs[name].append((seconds, _own_cpu() - cpu))
+    return runs
+
+
+async def _sign_log(url: str, signer: Signer) -> None:
+    """Every event's signature, as the writer with the key would have stored it (setup only)."""
+    conn = await asyncpg.connect(**driver_params(url))
+    try:
+        rows = await conn.fetch("SELECT position, hash FROM events")
+        async with conn.transaction():
+            await conn.execute("SET LOCAL nodewright.maintenance = on")
+            await conn.execute("CREATE TEMP TABLE signed (position bigint, signature bytea) ON COMMIT DROP")
+            await conn.copy_records_to_table("signed", records=[(p, signer.sign(h)) for p, h in rows])
+            await conn.execute(
+                "UPDATE events AS e SET signature = s.signature FROM signed AS s WHERE e.position = s.position"
+            )
+        await conn.execute("VACUUM ANALYZE events")
+    finally:
+        await conn.close()
+
+
+async def _audit(url: str, signer: Signer | None) -> tuple[float, AuditResult]:
+    start = time.perf_counter()
+    result = await audit_database(url, signer=signer)
+    return time.perf_counter() - start, result
 
 
 @contextmanager

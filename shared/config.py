@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import unquote
 
-from pydantic import ByteSize, Field, SecretStr, field_validator, model_validator
+from pydantic import ByteSize, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.clock import Clock, clock_from
+from shared.policy.digests import MIN_KEY_BYTES
 from shared.redaction import check_servers, check_url
 
 _ASYNC_DRIVER = "postgresql+asyncpg"
@@ -140,7 +141,33 @@ class InputLimits(BaseSettings):
     a two-minute schedule opens 43,200 a month."""
 
 
-class Settings(InputLimits):
+class SigningKey(BaseSettings):
+    """The key every process that appends signs each event with, and `nodewright audit` verifies
+    with. A class of its own so `audit --from-file` never fails on an unrelated bad setting."""
+
+    model_config = SettingsConfigDict(env_prefix="NODEWRIGHT_", extra="ignore", hide_input_in_errors=True)
+
+    signing_key: SecretStr | None = None
+    """A secret the services hold and the database does not (`shared.policy.digests.Signer`), at
+    least 32 bytes (`openssl rand -hex 32`); unset or blank: events are not signed. Never printed."""
+
+    @field_validator("signing_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        size = len(value.get_secret_value().encode())
+        if size < MIN_KEY_BYTES:
+            raise ValueError(
+                f"a signing key must be at least {MIN_KEY_BYTES} bytes, not {size} (e.g. `openssl rand -hex 32`)"
+            )
+        return value
+
+    def signing_key_bytes(self) -> bytes | None:
+        return self.signing_key.get_secret_value().encode() if self.signing_key is not None else None
+
+
+class Settings(InputLimits, SigningKey):
     """Everything a nodewright process reads from its environment."""
 
     model_config = SettingsConfigDict(env_prefix="NODEWRIGHT_", extra="ignore", hide_input_in_errors=True)
@@ -255,6 +282,25 @@ def input_limits() -> InputLimits:
         first = exc.errors(include_url=False)[0]
         name = "NODEWRIGHT_" + str(first["loc"][0]).upper() if first["loc"] else "a NODEWRIGHT_ setting"
         raise ValueError(f"{name}: {first['msg']}") from None
+
+
+def setting_error(exc: ValidationError) -> str:
+    """`NODEWRIGHT_X: why` for each setting refused (`NODEWRIGHT_SIGNING_KEY: ...`), on one line,
+    never its value (pydantic's own text spans several lines and names the field, not the variable)."""
+    said = []
+    for error in exc.errors(include_url=False, include_input=False):
+        name = "NODEWRIGHT_" + str(error["loc"][0]).upper() if error["loc"] else "a NODEWRIGHT_ setting"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        said.append(message if message.startswith(name) else f"{name}: {message}")
+    return "; ".join(said)
+
+
+def signing_key() -> bytes | None:
+    """NODEWRIGHT_SIGNING_KEY now (None: unset); a bad value is a ValueError naming it."""
+    try:
+        return SigningKey().signing_key_bytes()
+    except ValidationError as exc:
+        raise ValueError(setting_error(exc)) from None
 
 
 def settings() -> Settings:

@@ -96,10 +96,11 @@ masking a short word everywhere would mangle the lines."""
 
 
 def configured_secrets(environ: Mapping[str, str]) -> list[str]:
-    """The passwords a process was given (those in its URLs, as written and decoded, and NATS's
-    own) long enough to mask wherever they appear, longest first."""
+    """The secrets a process was given (the passwords in its URLs, as written and decoded, NATS's
+    own, the signing key) long enough to mask wherever they appear, longest first."""
     found = set().union(*(url_secrets(environ.get(name)) for name in SECRET_ENVS))
     found.add(environ.get("NODEWRIGHT_NATS_PASSWORD") or "")
+    found.add(environ.get("NODEWRIGHT_SIGNING_KEY") or "")
     return sorted((s for s in found if len(s) >= SHORTEST_SECRET), key=len, reverse=True)
 
 

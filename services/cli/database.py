@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import pydantic
 import typer
 
+from shared.config import setting_error
 from shared.redaction import location, redact
 from shared.runtime import loop
-from shared.runtime.crashes import one_line, settings_error
+from shared.runtime.crashes import one_line
 
 if TYPE_CHECKING:
     from shared.bus.connection import BusSettings
@@ -43,7 +44,7 @@ def settings_or_exit() -> Settings:
     try:
         return settings()
     except pydantic.ValidationError as exc:
-        typer.echo(f"error: {redact(settings_error(exc))}", err=True)
+        typer.echo(f"error: {redact(setting_error(exc))}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -71,7 +72,7 @@ def with_database(work: Callable[[str], Awaitable[T]], run: str | None = None) -
         typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except pydantic.ValidationError as exc:
-        typer.echo(f"error: {redact(settings_error(exc))}", err=True)
+        typer.echo(f"error: {redact(setting_error(exc))}", err=True)
         raise typer.Exit(2) from None
 
 

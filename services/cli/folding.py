@@ -51,7 +51,7 @@ async def fold_log(
     defaults to the cores this process may use; with `snapshot` (`EventStore.exported_snapshot`),
     every process reads the log as of that instant."""
     partitions = split_pools(sizes, workers or available_cores())
-    reads = _reads(until, explain, snapshot, chain is not None)
+    reads = _reads(until, explain, snapshot, chain)
     with _no_collector():
         if len(partitions) > 1:
             joined = await _fold_split(store, url, partitions, reads, explain, chain)
@@ -62,9 +62,18 @@ async def fold_log(
         return replay, [checking.part()] if checking is not None else []
 
 
-def _reads(until: datetime | None, explain: str | None, snapshot: str | None, chain: bool) -> dict[str, Any]:
-    """`until` applied by PostgreSQL; decision times decoded only where a rule or the story reads them."""
-    return {"until": until, "timed": None if explain else TIMED_EVENTS, "snapshot": snapshot, "chain": chain}
+def _reads(
+    until: datetime | None, explain: str | None, snapshot: str | None, chain: ChainSpec | None
+) -> dict[str, Any]:
+    """`until` applied by PostgreSQL; decision times decoded only where a rule or the story reads
+    them; the chain's columns for an audit, the signatures when it has the key."""
+    return {
+        "until": until,
+        "timed": None if explain else TIMED_EVENTS,
+        "snapshot": snapshot,
+        "chain": chain is not None,
+        "signed": chain is not None and chain.signer is not None,
+    }
 
 
 async def _fold_split(
@@ -119,7 +128,7 @@ async def _unfolded(
     """The events no part folds, counted and their chain checked (an audit has no `until`)."""
     checking = chain.start()
     count = last = 0
-    async for page in store.unfolded(snapshot=snapshot):
+    async for page in store.unfolded(snapshot=snapshot, signed=chain.signer is not None):
         checking.feed(page)
         count += len(page)
         last = page[-1][0]

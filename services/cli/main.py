@@ -24,7 +24,9 @@ from services.cli.failures import CLI
 from services.cli.outputs import OutputError, check_file
 from services.cli.service import service_app
 from shared.api.documents import DocumentError
-from shared.policy.chain import read_anchor
+from shared.config import setting_error, signing_key
+from shared.policy.anchors import read_heads
+from shared.policy.digests import Signer
 from shared.redaction import redact
 from shared.runtime import logs, loop
 from shared.runtime.inputs import InputError, limits_now, read_json
@@ -176,24 +178,36 @@ def audit(
     save_anchor: Annotated[
         Path | None, typer.Option("--save-anchor", help="write the log's heads here, to keep elsewhere")
     ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            help="verify each event's signature with the key in this file (default: NODEWRIGHT_SIGNING_KEY)",
+        ),
+    ] = None,
     run: RunOption = None,
 ) -> None:
     """Replay the log: re-check every launch against the limits then in force and every disruption
-    against the budgets active at its time; compare the counters; verify the hash chain. Exit 1
-    on any violation."""
+    against the budgets active at its time; compare the counters; verify the hash chain and, given
+    the signing key, every event's signature. Exit 1 on any violation."""
     anchored = None
     if save_anchor is not None:
         _writable(lambda: check_file(save_anchor, "--save-anchor"))
     try:
+        key = eventlog.read_key(key_file) if key_file is not None else signing_key()
+        signer = Signer(key) if key is not None else None
         if anchor is not None:
-            anchored = read_anchor(read_json(anchor))
+            anchored = read_heads(read_json(anchor))
         if from_file is not None:
-            result = eventlog.audit_file(from_file, explain, anchored)
+            result = eventlog.audit_file(from_file, explain, anchored, signer)
     except (OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if from_file is None:
-        result = with_database(lambda url: eventlog.audit_database(url, explain, workers, anchored), run)
+        settled = save_anchor is not None  # an anchor vouches only for a position no event may still commit below
+        result = with_database(
+            lambda url: eventlog.audit_database(url, explain, workers, anchored, signer=signer, settled=settled), run
+        )
     if save_anchor is not None:
         try:
             save_anchor.write_text(json.dumps(result.anchor(), indent=2) + "\n", encoding="utf-8")
@@ -313,9 +327,14 @@ def delete_nodeclaim(
     from shared.config import settings
     from shared.runtime.clockfile import shared_clock
 
+    try:
+        key = signing_key()  # what this command appends is signed, as the services' appends are
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     clock = shared_clock(settings())
     try:
-        deleted = with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now()))
+        deleted = with_database(lambda url: eventlog.delete_nodeclaims(url, names, clock.now(), key))
     except eventlog.NotFoundError as exc:
         typer.echo(f"Error from server (NotFound): {exc}", err=True)
         raise typer.Exit(2) from None
@@ -337,7 +356,6 @@ def _system_errors() -> Iterator[None]:
     from services.cli.children import ChildExited
     from services.cli.database import Unreachable
     from shared.api.scenario import ScenarioError
-    from shared.runtime.crashes import settings_error
     from shared.runtime.runs import RunError
 
     try:
@@ -345,8 +363,8 @@ def _system_errors() -> Iterator[None]:
     except (ScenarioError, RunError, OutputError, Unreachable) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
-    except pydantic.ValidationError as exc:
-        typer.echo(f"error: {redact(settings_error(exc))}", err=True)
+    except pydantic.ValidationError as exc:  # a bad setting: named, its value never shown
+        typer.echo(f"error: {redact(setting_error(exc))}", err=True)
         raise typer.Exit(2) from None
     except ChildExited as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)

@@ -6,31 +6,36 @@ and each pool's head. A form-3 event a pool counts is checked against its pool's
 counted event; any other against its stream's previous event. An event whose predecessor in
 its stream was not seen just before it (another part of a split audit holds it, it was deleted,
 or it comes later: moved) is handed back as a `Link`, settled once its predecessor is looked up
-(`settle`). Pools never cross parts, so a pool's chain is checked whole in one. No I/O here.
+(`settle`). Pools never cross parts, so a pool's chain is checked whole in one.
+
+The heads of every stream as of a position (a mark: the audit's own, an anchor's) are summed per
+kind of stream, so that each part adds its own and the parts add up (`join`); given the signing
+key, each event's signature is verified on the same rows. No I/O here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import struct
-import uuid
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 import orjson
 
+from shared.events.envelope import stream_kind
 from shared.policy.digests import (
+    HEADS_MODULUS,
+    KEY_ID_BYTES,
     OPTIONS,
     POOL_LINKED,
-    SEPARATOR,
+    SIGNATURE_BYTES,
     SQL_TEXT,
     WRITER_JSON,
+    Signer,
     chain_step,
-    epoch_micros,
-    event_key,
+    head_term,
     link_value,
 )
 
@@ -38,6 +43,12 @@ UNCHAINED = "no hash: written around the store"
 REWRITTEN = "the event does not match its hash: rewritten, or moved within its stream"
 POOL_REWRITTEN = (
     "the event does not match its hash: rewritten, or an event its pool counted before it removed, inserted or moved"
+)
+UNSIGNED = "no signature, though an event before it is signed: written without the signing key"
+FORGED = "its signature does not match its hash under the key given: forged, or rewritten and its hash recomputed"
+NOTHING_SIGNED = (
+    "no event of the log is signed, though a key was given: the services never had NODEWRIGHT_SIGNING_KEY,"
+    " or every signature was removed"
 )
 _sha256 = hashlib.sha256
 
@@ -48,7 +59,9 @@ class Problem:
 
     position: int | None
     stream: str
-    kind: str  # deleted, reordered, rewritten, unchained, pool-head, anchor
+    kind: str
+    """deleted, reordered, rewritten, unchained, pool-head; unsigned, signature (given the key);
+    anchor (given one); of an exported file: duplicate, out-of-order, missing, trailer."""
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,10 +93,22 @@ ROW = (
     "schema_version",
     "micros",
     "canonical",
+    "signature",
 )
 """The fields `LogChain.feed` reads, in this order: the replay's five first, so one row serves
 both. `key` is form 3's `event_key`; `event_id` (text), `schema_version` and `micros` are read
-for form 2 only; `canonical` is form 1's text (UTF-8). Each is None for the other forms."""
+for form 2 only; `canonical` is form 1's text (UTF-8). Each is None for the other forms.
+`signature` is read only when the audit has the signing key (rows without it end before it)."""
+
+_CHECKED = itemgetter(*range(len(ROW) - 1))
+"""A row without its signature: the check's loop unpacks a fixed width (a `*rest` would cost
+every row of every audit, signed or not)."""
+_position = itemgetter(0)
+SIGNATURE = len(ROW) - 1
+
+Mark = tuple[dict[str, tuple[int, bytes | None]], dict[str, list[int]]]
+"""What a part saw as of a position: each pool's (chained counted events, head), and per kind of
+stream (`stream_kind`) its [heads, sum of their `head_term`s]; the parts' marks add up (`join`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +136,36 @@ class Predecessor:
 
 
 @dataclass
+class Signatures:
+    """What a pass found of the events' signatures (given the key)."""
+
+    signed: int = 0
+    """Verified with the key given."""
+    before: int = 0
+    """Unsigned, at or before the first signed event: written before signing began."""
+    foreign: dict[bytes, list[Any]] = field(default_factory=dict)
+    """Per key id other than the one given: [events, first position, its stream]."""
+
+    def add(self, other: Signatures) -> None:
+        self.signed += other.signed
+        self.before += other.before
+        for key_id, (n, position, stream) in other.foreign.items():
+            mine = self.foreign.setdefault(key_id, [0, position, stream])
+            mine[0] += n
+            if position < mine[1]:
+                mine[1:] = [position, stream]
+
+
+@dataclass
 class ChainPart:
     """What one pass over (a part of) the log found: sent back by an audit's worker processes."""
 
     problems: list[Problem] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     heads: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)
-    prefixes: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)
-    """Per anchored pool, its first `limits[pool]` chained counted events (fewer if the log has
-    fewer) and their head."""
+    marks: dict[int, Mark] = field(default_factory=dict)
+    """The heads it saw as of each of the audit's marks."""
+    signatures: Signatures = field(default_factory=Signatures)
 
 
 def link_problem(
@@ -153,30 +199,68 @@ class ChainSpec:
     counted: frozenset[str]
     chained_after: int
     """Events at or before it predate the chain (migration 0006): their versions alone are checked."""
-    limits: Mapping[str, int] = field(default_factory=dict)
-    """Per anchored pool, the counted events its anchor saw."""
+    marks: tuple[int, ...] = ()
+    """The positions as of which the heads are wanted: the audit's own (`at`), an anchor's."""
+    at: int = 0
+    """The audit's own position: the heads it prints are as of it."""
+    signer: Signer | None = None
+    """Given the key, every event's signature is verified."""
+    signed_from: int | None = None
+    """The first signed event's position: every event after it must be signed."""
 
     def start(self) -> LogChain:
-        return LogChain(self.counted, self.chained_after, self.limits)
+        return LogChain(self.counted, self.chained_after, self.marks, self.signer, self.signed_from)
 
 
 class LogChain:
     """One pass over the log (or one part of a split audit) in position order: every chained
-    event's hash, each pool's head. `counted`: the event types a pool counts."""
+    event's hash, each pool's head, and the heads of every stream as of each mark. `counted`:
+    the event types a pool counts."""
 
-    def __init__(self, counted: frozenset[str], chained_after: int, limits: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        counted: frozenset[str],
+        chained_after: int,
+        marks: Iterable[int] = (),
+        signer: Signer | None = None,
+        signed_from: int | None = None,
+    ) -> None:
         self.counted = counted
         self.chained_after = chained_after
-        self.limits = dict(limits or {})
+        self.signer = signer
+        self.signed_from = signed_from
         self.problems: list[Problem] = []
+        self.signatures = Signatures()
         self._tails: dict[str, tuple[int, bytes | None]] = {}
         self._waiting: dict[tuple[str, int], Link] = {}
         self._heads: dict[str, list[Any]] = {}
-        self._prefixes: dict[str, tuple[int, bytes | None]] = {}
+        self._pending = sorted(set(marks))
+        self._marks: dict[int, Mark] = {}
+        self._ends: dict[str, list[int]] = {}
+        """Per kind of stream, the heads this part saw superseded by an event it did not see
+        follow them (a `Link`): each still counts until the link is settled (`join`)."""
 
-    def feed(self, rows: Iterable[Sequence[Any]]) -> None:
-        """Rows of `ROW`'s fields, in position order. This loop runs a million times per audit:
-        what it needs is kept in locals, and the common case (form 3) is checked inline."""
+    def feed(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Rows of `ROW`'s fields, in position order; the heads are taken at each mark passed."""
+        pending = self._pending
+        while pending and rows and rows[-1][0] > pending[0]:
+            cut = bisect_right(rows, pending[0], key=_position)
+            self._check(rows[:cut])
+            self._mark(pending.pop(0))
+            rows = rows[cut:]
+        if rows:
+            self._check(rows)
+
+    def _check(self, rows: Sequence[Sequence[Any]]) -> None:
+        if self.signer is None:
+            self._feed(rows)
+            return
+        self._feed([_CHECKED(row) for row in rows])
+        self._verify(rows)
+
+    def _feed(self, rows: Iterable[Sequence[Any]]) -> None:
+        """This loop runs a million times per audit: what it needs is kept in locals, and the
+        common case (form 3) is checked inline."""
         after, counted, tails, waiting, heads = (
             self.chained_after,
             self.counted,
@@ -184,7 +268,7 @@ class LogChain:
             self._waiting,
             self._heads,
         )
-        problems, limits, sha256, dumps, options = self.problems, self.limits, _sha256, orjson.dumps, OPTIONS
+        problems, sha256, dumps, options = self.problems, _sha256, orjson.dumps, OPTIONS
         for row in rows:
             position, stream, kind, data, _, version, own, form, key, metadata, event_id, schema, micros, text = row
             chained = position > after
@@ -214,8 +298,6 @@ class LogChain:
                     else:  # forms 1 and 2: the head chains the pool's hashes
                         head[1] = chain_step(head[1], own)
                     head[0] += 1
-                    if limits and head[0] == limits.get(pool):
-                        self._prefixes[pool] = (head[0], head[1])
             tail = tails.get(stream)
             if (tail[0] == version - 1) if tail is not None else version == 1:
                 if chained and not pooled:
@@ -225,6 +307,8 @@ class LogChain:
                         if problem is not None:
                             problems.append(problem)
             else:
+                if tail is not None:  # the head this part saw, followed by an event it did not see
+                    self._supersede(stream, tail)
                 link = Link(position, stream, version, own, digest, chained and not pooled, form)
                 waiting[(stream, version - 1)] = link
             if waiting and (slot := (stream, version)) in waiting:  # it waited for this one: which comes later
@@ -232,145 +316,132 @@ class LogChain:
                 problems.append(Problem(early.position, stream, "reordered", reordered(stream, early.version)))
             tails[stream] = (version, own)
 
+    def _supersede(self, stream: str, tail: tuple[int, bytes | None]) -> None:
+        total = self._ends.setdefault(stream_kind(stream), [0, 0])
+        total[0] += 1
+        total[1] += head_term(stream, *tail)
+
+    def _verify(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Each row's signature (`ROW`'s last field) against its hash, under the key given."""
+        assert self.signer is not None
+        mac, key_id, since = self.signer.mac, self.signer.key_id, self.signed_from
+        tally, problems = self.signatures, self.problems
+        for row in rows:
+            position, signature = row[0], row[SIGNATURE]
+            if signature is None:
+                if since is not None and position > since:
+                    problems.append(Problem(position, row[1], "unsigned", UNSIGNED))
+                else:
+                    tally.before += 1
+            elif len(signature) != SIGNATURE_BYTES:
+                problems.append(Problem(position, row[1], "signature", FORGED))
+            elif signature[:KEY_ID_BYTES] != key_id:
+                foreign = tally.foreign.setdefault(bytes(signature[:KEY_ID_BYTES]), [0, position, row[1]])
+                foreign[0] += 1
+            elif row[6] is None or signature[KEY_ID_BYTES:] != mac(row[6]):
+                problems.append(Problem(position, row[1], "signature", FORGED))
+            else:
+                tally.signed += 1
+
+    def _mark(self, position: int) -> None:
+        """The heads as of `position` (every row up to it fed, none after): one pass over the
+        streams this part holds, whose number bounds its memory anyway."""
+        streams = {kind: list(total) for kind, total in self._ends.items()}
+        for stream, (version, own) in self._tails.items():
+            total = streams.get(kind := stream_kind(stream))
+            if total is None:
+                total = streams[kind] = [0, 0]
+            total[0] += 1
+            total[1] += head_term(stream, version, own)
+        self._marks[position] = ({pool: (n, head) for pool, (n, head) in self._heads.items()}, streams)
+
     def part(self) -> ChainPart:
-        """What the pass found; `links` still need their predecessors (`settle`)."""
+        """What the pass found; `links` still need their predecessors (`settle`, `join`)."""
+        while self._pending:
+            self._mark(self._pending.pop(0))
         heads = {pool: (n, head) for pool, (n, head) in self._heads.items()}
-        prefixes = {pool: heads[pool] for pool in self.limits if pool in heads}
-        prefixes.update(self._prefixes)
-        return ChainPart(list(self.problems), list(self._waiting.values()), heads, prefixes)
+        return ChainPart(list(self.problems), list(self._waiting.values()), heads, dict(self._marks), self.signatures)
 
 
 @dataclass
-class FileChain:
-    """The chain of an exported log: `feed` each line, then `finish`, which checks what the
-    database's audit checks (`LogChain`), settling links from the file itself, so a file and
-    its database report the same problems."""
+class Joined:
+    """The parts of one pass put together."""
 
-    counted: frozenset[str]
-    problems: list[Problem] = field(default_factory=list)
-    heads: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)
-    prefixes: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)
-    """Per pool given to `finish`, its first chained counted events: what an anchor compares."""
-    _rows: list[tuple[Any, ...]] = field(default_factory=list)
-
-    def feed(self, row: Mapping[str, Any]) -> None:
-        """One exported line. A form-1 line carries PostgreSQL's canonical text, used only when it
-        says what the line says; a form-2 or form-3 digest is rebuilt from the line itself."""
-        raw = row.get("hash")
-        own = bytes.fromhex(raw) if isinstance(raw, str) else None
-        form, text = row.get("digest_form", SQL_TEXT), row.get("canonical")
-        utf8 = text.encode() if form == SQL_TEXT and isinstance(text, str) and _matches(text, row) else None
-        at = datetime.fromisoformat(row["occurred_at"])
-        metadata = row.get("metadata") if row.get("metadata") is not None else {}
-        version, schema = int(row["version"]), row.get("schema_version", 1)
-        self._rows.append(
-            (
-                int(row["position"]),
-                row["stream_id"],
-                row["type"],
-                row["data"],
-                None,
-                version,
-                own,
-                form,
-                _key(row["event_id"], version, schema, at) if form == POOL_LINKED else None,
-                metadata,
-                row["event_id"],
-                schema,
-                epoch_micros(at),
-                utf8,
-            )
-        )
-
-    def finish(self, limits: Mapping[str, int] | None = None) -> list[Problem]:
-        self._rows.sort(key=lambda r: r[0])
-        hashed = [r[0] for r in self._rows if r[6] is not None]
-        chained_after = hashed[0] - 1 if hashed else 0  # older events predate the chain (migration 0006)
-        chain = LogChain(self.counted, chained_after, limits)
-        chain.feed(self._rows)
-        part = chain.part()
-        found = part.problems
-        if part.links:
-            streams: dict[str, list[tuple[int, int, bytes | None]]] = {}
-            wanted = {link.stream for link in part.links}
-            for r in self._rows:
-                if r[1] in wanted:
-                    streams.setdefault(r[1], []).append((r[5], r[0], r[6]))
-            for link in part.links:
-                earlier = [e for e in streams[link.stream] if e[0] < link.version]
-                previous = Predecessor(*max(earlier)) if earlier else None
-                if (problem := settle(link, previous)) is not None:
-                    found.append(problem)
-        self.heads = part.heads
-        self.prefixes = part.prefixes
-        self.problems = sorted(found, key=lambda p: p.position or 0)
-        return self.problems
+    problems: list[Problem]
+    heads: dict[str, tuple[int, bytes | None]]
+    """Per pool, its chained counted events and their head, at the end."""
+    marks: dict[int, tuple[dict[str, tuple[int, bytes | None]], dict[str, tuple[int, int]]]]
+    """As of each mark: the pools' heads, and per kind of stream (its heads, their sum)."""
+    signatures: Signatures
 
 
-def _key(event_id: Any, version: int, schema: Any, at: datetime) -> bytes | None:
-    """Form 3's `event_key` of an exported line; None (its hash then fails) when a field cannot be one."""
-    try:
-        return event_key(uuid.UUID(str(event_id)), version, int(schema), at)
-    except (ValueError, TypeError, OverflowError, struct.error):
-        return None
-
-
-def _matches(text: str, row: Mapping[str, Any]) -> bool:
-    """Form 1's canonical text says what the line says (its payload compared as JSON)."""
-    parts = text.split(SEPARATOR)
-    if len(parts) != 8:
-        return False
-    event_id, stream, version, kind, schema, _, data, metadata = parts
-    try:
-        same_payload = json.loads(data) == row["data"] and json.loads(metadata) == (row.get("metadata") or {})
-    except ValueError:
-        return False
-    return (
-        same_payload
-        and event_id == row["event_id"]
-        and stream == row["stream_id"]
-        and version == str(row["version"])
-        and kind == row["type"]
-        and schema == str(row.get("schema_version", 1))
-    )
-
-
-# --- pool heads and anchors ---------------------------------------------------------------------------
-
-
-def heads_digest(heads: Mapping[str, tuple[int, bytes | None]]) -> str:
-    """One digest of every pool's (chained events, head): what `nodewright audit` prints."""
-    canonical_heads = json.dumps(
-        {pool: [n, head.hex() if head else None] for pool, (n, head) in sorted(heads.items())}, separators=(",", ":")
-    )
-    return hashlib.sha256(canonical_heads.encode()).hexdigest()
-
-
-def anchor(heads: Mapping[str, tuple[int, bytes | None]], position: int) -> dict[str, Any]:
-    """What to keep elsewhere: the pools' heads as of this audit, and their digest."""
-    return {
-        "position": position,
-        "digest": heads_digest(heads),
-        "pools": {p: {"events": n, "head": h.hex() if h else None} for p, (n, h) in sorted(heads.items())},
+def join(
+    parts: Iterable[ChainPart],
+    previous: Mapping[tuple[str, int], Predecessor],
+    spec: ChainSpec,
+) -> Joined:
+    """The parts' findings, each link settled against its predecessor (`previous`, by the link's
+    stream and version). A stream split between parts left a head in each: a link's predecessor
+    was the head as of the link, so its term comes off the sums of every mark at or after it."""
+    found: list[Problem] = []
+    links: list[Link] = []
+    heads: dict[str, tuple[int, bytes | None]] = {}
+    marks: dict[int, Mark] = {}
+    signatures = Signatures()
+    for part in parts:
+        found += part.problems
+        links += part.links
+        heads.update(part.heads)
+        signatures.add(part.signatures)
+        for at, (pools, streams) in part.marks.items():
+            mine = marks.setdefault(at, ({}, {}))
+            mine[0].update(pools)
+            for kind, (count, total) in streams.items():
+                sums = mine[1].setdefault(kind, [0, 0])
+                sums[0] += count
+                sums[1] += total
+    for link in links:
+        before = previous.get((link.stream, link.version))
+        if (problem := settle(link, before)) is not None:
+            found.append(problem)
+        if before is None:
+            continue
+        term, kind = head_term(link.stream, before.version, before.hash), stream_kind(link.stream)
+        for at, (_, streams) in marks.items():
+            if link.position <= at:
+                sums = streams.setdefault(kind, [0, 0])
+                sums[0] -= 1
+                sums[1] -= term
+    found += _signature_problems(signatures, spec)
+    found.sort(key=lambda p: p.position or 0)
+    summed = {
+        at: (pools, {kind: (count, total % HEADS_MODULUS) for kind, (count, total) in sorted(streams.items())})
+        for at, (pools, streams) in marks.items()
     }
+    return Joined(found, heads, summed, signatures)
 
 
-def read_anchor(document: Any) -> dict[str, tuple[int, bytes | None]]:
-    """The pools of an anchor file; ValueError naming the field when it is not one."""
-    if not isinstance(document, dict) or not isinstance(document.get("pools"), dict):
-        raise ValueError("not an anchor: `pools` must be an object (write one with `nodewright audit --save-anchor`)")
-    out: dict[str, tuple[int, bytes | None]] = {}
-    for pool, entry in document["pools"].items():
-        try:
-            n, head = entry["events"], entry["head"]
-            if not isinstance(n, int) or n < 0:
-                raise ValueError
-            out[pool] = (n, bytes.fromhex(head) if head else None)
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"not an anchor: pools.{pool} must be {{events: a count, head: hex}}") from None
-    if document.get("digest") != heads_digest(out):
-        raise ValueError("not an anchor: its `digest` does not match its `pools` (the file was edited)")
+def _signature_problems(signatures: Signatures, spec: ChainSpec) -> list[Problem]:
+    """What only the whole log shows: events signed with another key, a key given to a log that
+    has no signed event."""
+    if spec.signer is None:
+        return []
+    out = [
+        Problem(
+            position,
+            stream,
+            "signature",
+            f"{n} event(s) signed with key id {key_id.hex()}, not with the key given (id {spec.signer.key_id.hex()}):"
+            " give that key to verify them",
+        )
+        for key_id, (n, position, stream) in sorted(signatures.foreign.items())
+    ]
+    if spec.signed_from is None and signatures.before:
+        out.append(Problem(None, "log", "unsigned", NOTHING_SIGNED))
     return out
+
+
+# --- pool heads -------------------------------------------------------------------------------------
 
 
 def compare_heads(
@@ -391,21 +462,4 @@ def compare_heads(
                     " keeps: an event was removed (the newest too), inserted or reordered",
                 )
             )
-    return out
-
-
-def compare_anchor(
-    anchored: Mapping[str, tuple[int, bytes | None]], now: Mapping[str, tuple[int, bytes | None]]
-) -> list[Problem]:
-    """Each anchored pool's first `n` counted events must still chain to the anchored head."""
-    out = []
-    for pool, (n, head) in sorted(anchored.items()):
-        have, again = now.get(pool, (0, None))
-        if have < n:
-            detail = f"nodepool {pool}: the anchor saw {n} chained counted event(s), the log has {have}: cut back"
-        elif again != head:
-            detail = f"nodepool {pool}: its first {n} counted event(s) no longer chain to the anchor: rewritten"
-        else:
-            continue
-        out.append(Problem(None, f"nodepool-{pool}", "anchor", detail))
     return out

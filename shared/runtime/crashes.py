@@ -30,6 +30,7 @@ from typing import NoReturn
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import ValidationError
 
+from shared.config import setting_error
 from shared.redaction import configured_secrets, redact
 
 TERMINATION_MESSAGE_ENV = "NODEWRIGHT_TERMINATION_MESSAGE_PATH"
@@ -53,26 +54,15 @@ TEST_CRASH_ENV = "NODEWRIGHT_TEST_CRASH"
 def one_line(exc: BaseException) -> str:
     """`Type: the first line of its message` (at most LONGEST_LINE characters); the one
     exception inside a group that holds only one (a TaskGroup's failure); for settings refused,
-    each variable and why (`settings_error`)."""
+    each variable and why (`shared.config.setting_error`)."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    text = settings_error(exc) if isinstance(exc, ValidationError) else str(exc)
+    text = setting_error(exc) if isinstance(exc, ValidationError) else str(exc)
     lines = text.strip().splitlines()
     message = lines[0] if lines else ""
     if len(message) > LONGEST_LINE:
         message = message[:LONGEST_LINE] + "..."
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
-def settings_error(exc: ValidationError) -> str:
-    """`NODEWRIGHT_X: why` for each setting refused, never its value (pydantic's own text spans
-    several lines and names the field, not the variable)."""
-    said = []
-    for error in exc.errors(include_url=False, include_input=False):
-        name = "NODEWRIGHT_" + str(error["loc"][0]).upper() if error["loc"] else "a NODEWRIGHT_ setting"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        said.append(message if message.startswith(name) else f"{name}: {message}")
-    return "; ".join(said)
 
 
 def summary(exc: BaseException, environ: Mapping[str, str] | None = None) -> str:

@@ -14,8 +14,8 @@ Users of Karpenter grep, alert and build dashboards on its log lines; ours read 
 - `commit` is the installed package's version (`importlib.metadata`): the one stable answer a
   process has about what it runs, with or without a git checkout.
 - Secrets never leave: every value, and then the rendered line, goes through
-  `shared.redaction.redact` (URL passwords, `password=` pairs, and the passwords configured in
-  this process's environment, literally).
+  `shared.redaction.redact` (URL passwords, `password=` pairs, and the passwords and signing
+  key configured in this process's environment, literally).
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ class Service(Protocol):
 def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettings, Settings], Service]) -> None:
     """Run a service that needs the event store and the cluster and cloud (the sim's adapter, the
     only one so far), as its own NATS identity, closing both when it stops. A bus not there yet
-    is waited for."""
+    is waited for. With NODEWRIGHT_SIGNING_KEY, every event it appends is signed."""
     config = settings()
     database_url = config.database_url
     if not database_url or not config.nats_url:
@@ -65,7 +65,7 @@ def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettin
     bus = BusSettings.from_settings(config)
 
     async def run(stopping: asyncio.Event) -> None:
-        store = EventStore.connect(database_url, pool_size=4)
+        store = EventStore.connect(database_url, pool_size=4, signing_key=config.signing_key_bytes())
         sim = await _sim_client(bus, name, stopping)
         if sim is None:
             await store.close()

@@ -22,6 +22,7 @@ from shared.config import driver_params
 from shared.events.contracts import DisruptionDecided, NodeClaimCreated
 from shared.events.envelope import NewEvent, first_event_id
 from shared.policy.counters import ReservationError
+from shared.policy.digests import Signer
 from shared.store import fence as fences
 from shared.store import write as writes
 from shared.store.errors import ConcurrencyConflict, DuplicateMismatch, InvalidEvent, NotLeader, StoreError
@@ -67,11 +68,21 @@ class AppendPaths:
 
 
 class EventStore(LogReader):
-    def __init__(self, url: str, *, pool_size: int = 20, memory: bool = True, optimistic: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 20,
+        memory: bool = True,
+        optimistic: bool = True,
+        signing_key: bytes | None = None,
+    ) -> None:
         """`memory`: plan from what this process remembers when it can; `optimistic`: else read
         without locks first. With neither, every append locks its pools (the contract suite runs
-        every combination)."""
+        every combination). `signing_key` (`NODEWRIGHT_SIGNING_KEY`): every event appended is
+        signed with it."""
         self.url = url
+        self.signer = Signer(signing_key) if signing_key is not None else None
         self.pool_size = pool_size
         self.use_memory = memory
         self.attempts = OPTIMISTIC_ATTEMPTS if optimistic else 0
@@ -82,10 +93,18 @@ class EventStore(LogReader):
         self._pool_opened = asyncio.Lock()
 
     @classmethod
-    def connect(cls, url: str, *, pool_size: int = 10, memory: bool = True, optimistic: bool = True) -> EventStore:
+    def connect(
+        cls,
+        url: str,
+        *,
+        pool_size: int = 10,
+        memory: bool = True,
+        optimistic: bool = True,
+        signing_key: bytes | None = None,
+    ) -> EventStore:
         """A store on `url` (any PostgreSQL URL form `shared.config` reads); nothing connects before
         the first use. One asyncpg pool of up to twice `pool_size` connections."""
-        return cls(url, pool_size=2 * pool_size, memory=memory, optimistic=optimistic)
+        return cls(url, pool_size=2 * pool_size, memory=memory, optimistic=optimistic, signing_key=signing_key)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -216,7 +235,7 @@ class EventStore(LogReader):
         if isinstance(planned, TooOld):
             return None
         try:
-            written = await writes.write_batch(raw, snapshot, planned)
+            written = await writes.write_batch(raw, snapshot, planned, signer=self.signer)
         except asyncpg.UniqueViolationError:
             if snapshot.unvouched or (snapshot.since and snapshot.source == "memory"):
                 return None  # a head memory had wrong, or an id stored meanwhile: read

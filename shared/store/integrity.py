@@ -11,28 +11,24 @@ What each check finds (the rules are `shared.policy.chain`'s, the same for an ex
 - a version that comes before the version preceding it: two events' positions swapped;
 - a chained event with no hash: written around the store;
 - a pool whose counted events chain to another head than its counter row's: one removed (the
-  newest too), inserted or reordered.
-A cut-back to an earlier state that also rewinds the counter rows needs an anchor kept elsewhere.
+  newest too), inserted or reordered;
+- given the signing key, an event whose signature does not verify, or that has none after the
+  first signed one: forged, or rewritten and its hash recomputed;
+- given an anchor, the heads of every stream and pool as of its position no longer those it
+  kept, or a log that ends before it: an event removed, rewritten or inserted by then (the
+  newest of a stream too), or a cut-back with the counter rows rewound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from shared.policy.chain import (
-    ChainPart,
-    ChainSpec,
-    Link,
-    Predecessor,
-    Problem,
-    compare_anchor,
-    compare_heads,
-    heads_digest,
-    settle,
-)
+from shared.policy.anchors import Heads, compare
+from shared.policy.chain import ChainPart, ChainSpec, Predecessor, Problem, Signatures, compare_heads, join
 from shared.policy.counters import COUNTED_EVENTS
+from shared.policy.digests import Signer
 
 if TYPE_CHECKING:
     from shared.store.reads import LogReader
@@ -58,20 +54,35 @@ class Integrity:
     heads: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)
     """Per pool, its chained counted events and their head, recomputed from the log."""
     position: int = 0
+    """The log's last position."""
     chained_after: int = 0
+    at: Heads = field(default_factory=lambda: Heads(0, {}, {}))
+    """The heads as of the audit's own position: what it prints and an anchor keeps."""
+    signatures: Signatures | None = None
+    """What the signatures showed; None without the key (not checked)."""
 
     @property
     def digest(self) -> str:
-        return heads_digest(self.heads)
+        return self.at.digest
 
 
 async def begin(
-    reader: LogReader, snapshot: str | None, anchored: Mapping[str, tuple[int, bytes | None]] | None = None
+    reader: LogReader,
+    snapshot: str | None,
+    anchored: Heads | None = None,
+    signer: Signer | None = None,
+    at: int | None = None,
 ) -> ChainSpec:
-    """What the parts of an audit check against: where the chain starts, the anchored counts."""
+    """What the parts of an audit check against: where the chain starts, where signing began,
+    and the positions as of which the heads are wanted: `at` (default: the log's last position
+    in the snapshot) and the anchor's."""
     async with reader.reading(snapshot) as raw:
         after = await raw.fetchval("SELECT chained_after FROM store_identity")
-    return ChainSpec(COUNTED_EVENTS, after, {pool: n for pool, (n, _) in (anchored or {}).items()})
+        if at is None:
+            at = await raw.fetchval("SELECT coalesce(max(position), 0) FROM events")
+    signed_from = await reader.first_signed(snapshot) if signer is not None else None
+    marks = (at,) if anchored is None else tuple(sorted({at, anchored.position}))
+    return ChainSpec(COUNTED_EVENTS, after, marks, at, signer, signed_from)
 
 
 async def conclude(
@@ -79,19 +90,13 @@ async def conclude(
     snapshot: str | None,
     spec: ChainSpec,
     parts: Iterable[ChainPart],
-    anchored: Mapping[str, tuple[int, bytes | None]] | None = None,
+    anchored: Heads | None = None,
 ) -> Integrity:
-    """The parts' findings put together: links settled against their predecessors, the pools'
-    heads compared with their counter rows and, given one, the anchor. Pools never cross parts."""
-    found: list[Problem] = []
-    links: list[Link] = []
-    heads: dict[str, tuple[int, bytes | None]] = {}
-    prefixes: dict[str, tuple[int, bytes | None]] = {}
-    for part in parts:
-        found += part.problems
-        links += part.links
-        heads.update(part.heads)
-        prefixes.update(part.prefixes)
+    """The parts' findings put together (`shared.policy.chain.join`): links settled against
+    their predecessors, the pools' heads compared with their counter rows and, given one, the
+    anchor with the heads as of its position."""
+    parts = list(parts)
+    links = [link for part in parts for link in part.links]
     async with reader.reading(snapshot) as raw:
         position = await raw.fetchval("SELECT coalesce(max(position), 0) FROM events")
         previous: dict[tuple[str, int], Predecessor] = {}
@@ -99,23 +104,27 @@ async def conclude(
             rows = await raw.fetch(_PREDECESSORS, [k.stream for k in links], [k.version for k in links])
             previous = {(stream, version): Predecessor(*rest) for stream, version, *rest in rows}
         recorded = {p: h for p, h in await raw.fetch("SELECT nodepool, chain_head FROM nodepool_counters")}
-    for link in links:
-        if (problem := settle(link, previous.get((link.stream, link.version)))) is not None:
-            found.append(problem)
-    found.sort(key=lambda p: p.position or 0)
-    problems = found[:LIMIT] + compare_heads(heads, recorded)
-    if anchored:
-        problems += compare_anchor(anchored, prefixes)
-    return Integrity(problems, heads, position, spec.chained_after)
+    joined = join(parts, previous, spec)
+    kept = {mark: Heads.summed(mark, pools, sums) for mark, (pools, sums) in joined.marks.items()}
+    problems = joined.problems[:LIMIT] + compare_heads(joined.heads, recorded)
+    if anchored is not None:
+        problems += compare(anchored, kept[anchored.position], position)
+    signatures = joined.signatures if spec.signer is not None else None
+    return Integrity(problems, joined.heads, position, spec.chained_after, kept[spec.at], signatures)
 
 
 async def check(
-    reader: LogReader, snapshot: str | None = None, anchored: Mapping[str, tuple[int, bytes | None]] | None = None
+    reader: LogReader,
+    snapshot: str | None = None,
+    anchored: Heads | None = None,
+    signer: Signer | None = None,
+    at: int | None = None,
 ) -> Integrity:
     """The chain alone, in one pass over the whole log (no replay): what a test asks after any
-    workload. Give a `snapshot` when writers may be busy."""
-    spec = await begin(reader, snapshot, anchored)
+    workload, and what `events export` writes in its trailer. Give a `snapshot` when writers may
+    be busy."""
+    spec = await begin(reader, snapshot, anchored, signer, at)
     chain = spec.start()
-    async for page in reader.log_entries(snapshot=snapshot, chain=True):
+    async for page in reader.log_entries(snapshot=snapshot, chain=True, signed=signer is not None):
         chain.feed(page)
     return await conclude(reader, snapshot, spec, [chain.part()], anchored)

@@ -3,6 +3,7 @@ one consistent view (an exported snapshot) that other connections and processes 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -19,6 +20,10 @@ from shared.store import sql
 from shared.store.gather import pool_from_row
 
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
+_SETTLED = "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::bigint::text::xid8"
+SETTLE_TIMEOUT = 10.0
+"""Seconds `settled_snapshot` waits for the transactions older than its horizon (an append
+takes milliseconds)."""
 
 
 class LogReader(ABC):
@@ -52,12 +57,17 @@ class LogReader(ABC):
         async for rows in self._pages(sql.EVENT_COLUMNS, from_position, batch_size):
             yield [_recorded(r) for r in rows]
 
-    async def read_chained(self, *, batch_size: int = 5000) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every event as `events export` writes it: with its hash and digest form, the metadata
-        as stored, and for a form-1 digest the canonical text it is of (a form-2 digest is
-        rebuilt from the line), so that an exported log verifies without a database."""
+    async def read_chained(
+        self, *, batch_size: int = 5000, snapshot: str | None = None, until: int | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every event (up to position `until`) as `events export` writes it: with its hash,
+        digest form and signature, the metadata as stored, and for a form-1 digest the canonical
+        text it is of (a form-2 digest is rebuilt from the line), so that an exported log
+        verifies without a database."""
         columns = f"{sql.EVENT_COLUMNS}, encode(hash, 'hex'), digest_form, {sql.FORM1_CANONICAL}"
-        async for rows in self._pages(columns, 0, batch_size):
+        columns += ", encode(signature, 'hex')"
+        where, arguments = ("position <= $3", [until]) if until is not None else ("TRUE", [])
+        async for rows in self._pages(columns, 0, batch_size, where, arguments, snapshot):
             out = []
             for r in rows:
                 line = _recorded(r).to_json_dict()
@@ -66,6 +76,8 @@ class LogReader(ABC):
                     line["hash"], line["digest_form"] = r[10], r[11]
                     if r[12] is not None:
                         line["canonical"] = r[12]
+                if r[13] is not None:
+                    line["signature"] = r[13]
                 out.append(line)
             yield out
 
@@ -79,12 +91,14 @@ class LogReader(ABC):
         timed: Iterable[str] | None = None,
         snapshot: str | None = None,
         chain: bool = False,
+        signed: bool = False,
     ) -> AsyncIterator[Sequence[Sequence[Any]]]:
         """The log as a replay reads it: rows of (position, stream_id, type, data, occurred_at), the
         JSON parsed by orjson as the rows are decoded. With `partition`, only its events; with
         `until`, only events that occurred by then; with `timed`, occurred_at only for those types
         (None elsewhere: decoding a timestamp costs a replay as much as parsing the payload); with
-        `chain`, followed by what the hash chain's check reads (`shared.policy.chain.ROW`)."""
+        `chain`, followed by what the hash chain's check reads (`shared.policy.chain.ROW`; its
+        signature too if `signed`)."""
         where, arguments = "TRUE", []
         if partition is not None:
             where = "(nodepool = ANY($3::text[]) OR ($4 AND CASE WHEN nodepool IS NULL THEN type = ANY($5::text[])"
@@ -98,14 +112,18 @@ class LogReader(ABC):
             arguments.append(sorted(timed))
             at = f"CASE WHEN type = ANY(${len(arguments) + 2}::text[]) THEN occurred_at END"
         columns = f"position, stream_id, type, data, {at}" + (f", {sql.CHAIN_COLUMNS}" if chain else "")
+        columns += ", signature" if chain and signed else ""
         async for rows in self._pages(columns, from_position, batch_size, where, arguments, snapshot):
             yield rows
 
-    async def unfolded(self, *, snapshot: str | None = None, batch_size: int = 20000) -> AsyncIterator[list[Any]]:
+    async def unfolded(
+        self, *, snapshot: str | None = None, batch_size: int = 20000, signed: bool = False
+    ) -> AsyncIterator[list[Any]]:
         """The events no part of a split replay folds (`uncounted`), as the hash chain's check
-        reads them (`shared.policy.chain.ROW`)."""
+        reads them (`shared.policy.chain.ROW`; its signature too if `signed`)."""
         async for rows in self._pages(
-            f"position, stream_id, type, data, NULL::timestamptz, {sql.CHAIN_COLUMNS}",
+            f"position, stream_id, type, data, NULL::timestamptz, {sql.CHAIN_COLUMNS}"
+            + (", signature" if signed else ""),
             0,
             batch_size,
             "nodepool IS NULL AND type <> ALL($3::text[])",
@@ -168,6 +186,38 @@ class LogReader(ABC):
         tallies all from the same instant, however busy the writers."""
         async with self.driver_connection() as raw, raw.transaction(isolation="repeatable_read", readonly=True):
             yield await raw.fetchval("SELECT pg_export_snapshot()")
+
+    @asynccontextmanager
+    async def settled_snapshot(self, timeout: float = SETTLE_TIMEOUT) -> AsyncIterator[tuple[str, int]]:
+        """An exported snapshot (`exported_snapshot`) and a position below which it holds every
+        event that will ever commit: what an anchor or an export may vouch for. Positions commit
+        out of order (`shared.store.gaps`), so the log's last position is read first, then a
+        fresh transaction id drawn; once every transaction older than it has ended, each event
+        at or below that position has committed or never will, and the snapshot, taken after,
+        sees all of them. TimeoutError when a transaction stays open `timeout` seconds."""
+        async with self.driver_connection() as raw:
+            position = await raw.fetchval("SELECT coalesce(max(position), 0) FROM events")
+            horizon = int(await raw.fetchval("SELECT pg_current_xact_id()::text::bigint"))
+            running = asyncio.get_running_loop()
+            deadline = running.time() + timeout
+            while not await raw.fetchval(_SETTLED, horizon):
+                if running.time() > deadline:
+                    raise TimeoutError(
+                        f"a transaction begun before position {position} was read is still open after {timeout:.0f} s:"
+                        " it may yet commit events below it (a session idle in a transaction? see pg_stat_activity);"
+                        " try again"
+                    )
+                await asyncio.sleep(0.02)
+        async with self.exported_snapshot() as snapshot:
+            yield snapshot, position
+
+    async def first_signed(self, snapshot: str | None = None) -> int | None:
+        """The position of the log's first signed event (None: none is): where signing began.
+        An index scan in position order up to it."""
+        async with self.reading(snapshot) as raw:
+            return await raw.fetchval(
+                "SELECT position FROM events WHERE signature IS NOT NULL ORDER BY position LIMIT 1"
+            )
 
     @asynccontextmanager
     async def reading(self, snapshot: str | None = None) -> AsyncIterator[asyncpg.Connection]:

@@ -59,6 +59,8 @@ events = Table(
     # how `hash` was made (`shared.policy.digests`): 1, PostgreSQL's canonical text; 2, the writer's
     # canonical JSON (migration 0007); 3, one hash linked to the pool's or the stream's previous event
     Column("digest_form", SmallInteger, nullable=False, server_default=text("1")),
+    # the signing key's id and HMAC-SHA256 of `hash` under it (migration 0008; NULL when written without a key)
+    Column("signature", LargeBinary, nullable=True),
     UniqueConstraint("stream_id", "version"),
 )
 

@@ -60,17 +60,17 @@ def write_statement(chained: bool = True) -> str:
     return _WRITE.replace("{INSERT}", insert).replace("{HEAD}", head)
 
 
-# Each event's hash and each pool's new head come computed (`shared.store.write`: digest form 3),
-# as hex: PostgreSQL stores them and computes nothing.
+# Each event's hash (and, with the signing key, its signature) and each pool's new head come computed
+# (`shared.store.write`: digest form 3), as hex: PostgreSQL stores them and computes nothing.
 _CHAINED_INSERT = """ins AS (
     INSERT INTO events (event_id, stream_id, version, type, schema_version, data, metadata, occurred_at, hash,
-                        digest_form)
+                        digest_form, signature)
     SELECT u.event_id, u.stream_id, u.version, u.type, u.schema_version, u.data, u.metadata, u.occurred_at,
-           decode(u.hash, 'hex'), 3
+           decode(u.hash, 'hex'), 3, decode(u.signature, 'hex')
     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(event, ord)
     CROSS JOIN LATERAL jsonb_to_record(j.event)
          AS u(event_id uuid, stream_id text, version int, type text, schema_version smallint, data jsonb,
-              metadata jsonb, occurred_at timestamptz, hash text)
+              metadata jsonb, occurred_at timestamptz, hash text, signature text)
     CROSS JOIN xact
     ORDER BY j.ord
     RETURNING position, event_id

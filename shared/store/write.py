@@ -7,7 +7,8 @@ from what it sends: an event a pool counts linked to the pool's head (its `chain
 snapshot knows it, any other to its stream's head. Both hold exactly when the write does: a
 pool's `chain_head` moves only with its version, which the statement checks, and a stream's
 head event never changes, so a write after a head this process had wrong collides with the
-stored version instead."""
+stored version instead. Given the signing key, each event's hash is signed beside it
+(`shared.policy.digests.Signer`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import asyncpg
 import orjson
 
-from shared.policy.digests import event_key, linked, stored_payload_text
+from shared.policy.digests import Signer, event_key, linked, stored_payload_text
 from shared.policy.resources import format_resources
 from shared.store import sql
 from shared.store.errors import StoreError
@@ -38,7 +39,12 @@ class Written:
 
 
 async def write_batch(
-    raw: asyncpg.Connection, snapshot: Snapshot, planned: WritePlan, *, chained: bool = True
+    raw: asyncpg.Connection,
+    snapshot: Snapshot,
+    planned: WritePlan,
+    *,
+    chained: bool = True,
+    signer: Signer | None = None,
 ) -> Written | None:
     """The positions drawn, by event id, and the chain as it now ends; None when the snapshot no
     longer holds (nothing written). `chained=False` is the write before the hash chain, which
@@ -79,6 +85,8 @@ async def write_batch(
             own = linked(tips[stream] if r.version > 1 else None, content)
         tips[stream] = own
         line["hash"] = own.hex()
+        if signer is not None:
+            line["signature"] = signer.sign(own).hex()
         events.append(line)
     names = sorted(last_event)
     found = await raw.fetch(

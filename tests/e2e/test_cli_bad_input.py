@@ -68,6 +68,13 @@ FILES: dict[str, str | bytes] = {
         "x: y", "x: " + "[" * 100 + "]" * 100
     ),
     "deep-line.jsonl": _event_line(),
+    "event.jsonl": _event_line().replace("[" * 200 + "]" * 200, "[]"),
+    "bad-trailer.jsonl": _event_line().replace("[" * 200 + "]" * 200, "[]") + '{"trailer": {"events": -1}}\n',
+    "anchor-no-position.json": '{"digest": "00", "pools": {}}',
+    "anchor-edited.json": '{"position": 3, "digest": "00", "pools": {}, "streams": {}}',
+    "anchor-bad-streams.json": '{"position": 3, "digest": "00", "pools": {}, "streams": {"pod": {"streams": 1}}}',
+    "short.key": "short\n",
+    "huge.key": "k" * 5000,
 }
 
 
@@ -343,6 +350,69 @@ CASES += [
         ("budgets", EXTENSIONS, "--from", "2026-11-23T00:00:00Z", "--to", "2026-12-23T00:00:00Z", "--nodes", "3"),
         ("NODEWRIGHT_MAX_CALENDAR_WINDOWS=10", "narrow --from/--to or choose one --nodepool"),
         {"NODEWRIGHT_MAX_CALENDAR_WINDOWS": "10"},
+    ),
+    # the signing key, an export's trailer and an anchor (issue 38, item 4)
+    Case(
+        "audit-key-file-missing",
+        ("audit", "--from-file", "{event.jsonl}", "--key-file", "{no-such.key}"),
+        ("no-such.key", "cannot read the key file"),
+    ),
+    Case(
+        "audit-key-file-short",
+        ("audit", "--from-file", "{event.jsonl}", "--key-file", "{short.key}"),
+        ("short.key", "a signing key must be at least 32 bytes, not 5"),
+        process=True,
+    ),
+    Case(
+        "audit-key-file-huge",
+        ("audit", "--from-file", "{event.jsonl}", "--key-file", "{huge.key}"),
+        ("huge.key", "not a signing key: larger than 4096 bytes"),
+    ),
+    Case(
+        "audit-signing-key-short",
+        ("audit", "--from-file", "{event.jsonl}"),
+        ("NODEWRIGHT_SIGNING_KEY", "a signing key must be at least 32 bytes, not 9"),
+        {"NODEWRIGHT_SIGNING_KEY": "too-short"},
+    ),
+    Case(
+        "run-signing-key-short",
+        ("run", str(EXAMPLES.parent / "scenarios" / "burst-node-limit.yaml")),
+        ("NODEWRIGHT_SIGNING_KEY: a signing key must be at least 32 bytes, not 9",),
+        {"NODEWRIGHT_SIGNING_KEY": "too-short"},
+    ),
+    Case(
+        "up-signing-key-short",
+        ("up", "--for", "1"),
+        ("NODEWRIGHT_SIGNING_KEY: a signing key must be at least 32 bytes",),
+        {"NODEWRIGHT_SIGNING_KEY": "too-short"},
+        process=True,
+    ),
+    Case(
+        "delete-signing-key-short",
+        ("delete", "nodeclaim", "web-1"),
+        ("NODEWRIGHT_SIGNING_KEY", "at least 32 bytes"),
+        {"NODEWRIGHT_SIGNING_KEY": "too-short"},
+    ),
+    Case(
+        "audit-bad-trailer",
+        ("audit", "--from-file", "{bad-trailer.jsonl}"),
+        ("bad-trailer.jsonl:2", "not a trailer: trailer.events must be a count"),
+        process=True,
+    ),
+    Case(
+        "audit-anchor-no-position",
+        ("audit", "--from-file", "{event.jsonl}", "--anchor", "{anchor-no-position.json}"),
+        ("not an anchor: `position` must be a log position",),
+    ),
+    Case(
+        "audit-anchor-edited",
+        ("audit", "--from-file", "{event.jsonl}", "--anchor", "{anchor-edited.json}"),
+        ("not an anchor: its `digest` does not match its content (the file was edited)",),
+    ),
+    Case(
+        "audit-anchor-bad-streams",
+        ("audit", "--from-file", "{event.jsonl}", "--anchor", "{anchor-bad-streams.json}"),
+        ("not an anchor: streams.pod must be {streams: a count, heads: 64 hex digits}",),
     ),
 ]
 BOUND_INVALID = [

@@ -145,7 +145,12 @@ async def test_the_cli_migrates_audits_explains_replays_and_exports(fresh_databa
         "disruptions": 4,
         "violations": [],
         "counters_match": True,
-        "chain": {"problems": [], "digest": report["chain"]["digest"]},
+        "chain": {
+            "problems": [],
+            "digest": report["chain"]["digest"],
+            "position": report["events"],
+            "signatures": {"checked": False},
+        },
     }
     story = nodewright(fresh_database_url, "audit", "--explain", "nodeclaim-web-1")
     assert story.returncode == 0

@@ -12,7 +12,7 @@ import pytest
 
 from services.cli.eventlog import audit_database, audit_file, export
 from shared.events import contracts as c
-from shared.policy.chain import read_anchor
+from shared.policy.anchors import read_heads
 from shared.policy.counters import COUNTED_EVENTS
 from shared.store import integrity
 from shared.store.eventstore import EventStore
@@ -185,7 +185,7 @@ async def test_an_anchor_finds_a_log_cut_back_with_its_counter_rows(store: Event
     later = [created(f"web-later-{i}", "web") for i in range(2)]
     await store.reserve_launch(later, occurred_at=T0 + timedelta(hours=5), producer="scheduler")
     kept = tmp_path / "anchor.json"
-    before = await audit_database(migrated_url)
+    before = await audit_database(migrated_url, settled=True)
     kept.write_text(json.dumps(before.anchor()))
     # cut back to the earlier state, counters included: the chain alone cannot tell
     await as_maintenance(
@@ -195,20 +195,21 @@ async def test_an_anchor_finds_a_log_cut_back_with_its_counter_rows(store: Event
         "INSERT INTO nodepool_counters SELECT * FROM counters_backup",
     )
     assert await found(migrated_url) == set()
-    anchored = read_anchor(json.loads(kept.read_text()))
-    assert await found(migrated_url, anchored=anchored) == {(None, "nodepool-web", "anchor")}
+    anchored = read_heads(json.loads(kept.read_text()))
+    cut_back = {(None, "log", "anchor"), (None, "nodepool-web", "anchor"), (None, "nodeclaim-*", "anchor")}
+    assert await found(migrated_url, anchored=anchored) == cut_back
     path = tmp_path / "log.jsonl"
     await export(migrated_url, path)
-    assert {(p.stream, p.kind) for p in audit_file(path, anchored=anchored).chain} == {("nodepool-web", "anchor")}
+    assert {(p.position, p.stream, p.kind) for p in audit_file(path, anchored=anchored).chain} == cut_back
     again = await audit_database(migrated_url)
     assert again.digest != before.digest
 
 
 def test_an_edited_anchor_is_refused():
-    with pytest.raises(ValueError, match="does not match its `pools`"):
-        read_anchor({"digest": "00", "pools": {"web": {"events": 3, "head": "ab"}}})
+    with pytest.raises(ValueError, match="does not match its content"):
+        read_heads({"position": 9, "digest": "00", "pools": {"web": {"events": 3, "head": "ab"}}})
     with pytest.raises(ValueError, match=r"pools\.web must be"):
-        read_anchor({"digest": "00", "pools": {"web": {"events": -1, "head": "ab"}}})
+        read_heads({"position": 9, "digest": "00", "pools": {"web": {"events": -1, "head": "ab"}}})
 
 
 async def test_numbers_postgresql_prints_otherwise_still_verify(store: EventStore, migrated_url: str, tmp_path):

@@ -144,9 +144,9 @@ async def test_an_append_that_fails_before_it_commits_leaves_no_trace_in_what_th
     await store.append(first.stream_id, NO_STREAM, [new(first)])
     write = writes.write_batch
 
-    async def write_then_fail(raw, snapshot, planned):
+    async def write_then_fail(raw, snapshot, planned, **kw):
         if locked:
-            await write(raw, snapshot, planned)
+            await write(raw, snapshot, planned, **kw)
         raise RuntimeError("connection lost before commit")
 
     monkeypatch.setattr(writes, "write_batch", write_then_fail)
@@ -178,8 +178,8 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
     gate = asyncio.Event()
     write = writes.write_batch
 
-    async def write_and_hold(raw, snapshot, planned):
-        done = await write(raw, snapshot, planned)
+    async def write_and_hold(raw, snapshot, planned, **kw):
+        done = await write(raw, snapshot, planned, **kw)
         if any(r.event.type == "NodeClaimLaunched" for r in planned.rows):
             await gate.wait()  # commit only when the other append is queued on the pool's row
         return done
@@ -226,12 +226,12 @@ async def test_an_optimistic_append_whose_pool_moved_before_its_write_writes_not
     mine = created("c-mine", "p")
     writes: list[bool] = []
 
-    async def someone_else_first(raw, snapshot, planned):
+    async def someone_else_first(raw, snapshot, planned, **kw):
         ours = bool(planned.rows) and planned.rows[0].event.stream_id == mine.stream_id
         if ours and not writes:
             other = created("c-other", "p")
             await elsewhere.append(other.stream_id, NO_STREAM, [new(other)])
-        done = await write(raw, snapshot, planned)
+        done = await write(raw, snapshot, planned, **kw)
         if ours:
             writes.append(done is not None)
         return done
@@ -274,13 +274,13 @@ async def test_an_optimistic_write_that_waits_on_a_pool_lock_checks_the_version_
             await asyncio.sleep(0.01)
         await (transaction.commit() if holder_commits else transaction.rollback())
 
-    async def write_behind_holder(raw, snapshot, planned):
+    async def write_behind_holder(raw, snapshot, planned, **kw):
         if not finishing:
             transaction = holder.transaction()
             await transaction.start()
             await holder.execute("UPDATE nodepool_counters SET version = version + 1 WHERE nodepool = 'p'")
             finishing.append(asyncio.create_task(finish(transaction)))
-        done = await write(raw, snapshot, planned)
+        done = await write(raw, snapshot, planned, **kw)
         writes.append(done is not None)
         return done
 

@@ -1,4 +1,4 @@
-"""The hash chain of an exported log, checked without a database (`shared.policy.chain`): the
+"""The hash chain of an exported log, checked without a database (`shared.policy.exported`): the
 same problems the database's audit names, from the lines alone, for either digest form."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.policy.chain import FileChain, anchor, compare_anchor, read_anchor
+from shared.policy.anchors import compare, read_heads
 from shared.policy.digests import (
     SEPARATOR,
     as_stored,
@@ -24,6 +24,7 @@ from shared.policy.digests import (
     stored_canonical,
     stored_payload_text,
 )
+from shared.policy.exported import FileChain
 
 COUNTED = frozenset({"NodeClaimCreated", "NodeClaimLaunched"})
 
@@ -68,7 +69,7 @@ def problems(rows: list[dict]) -> set[tuple[int | None, str, str]]:
     chain = FileChain(COUNTED)
     for row in rows:
         chain.feed(row)
-    return {(p.position, p.stream, p.kind) for p in chain.finish()}
+    return {(p.position, p.stream, p.kind) for p in chain.finish(trailer=False)}
 
 
 def _rewrite(rows):
@@ -80,7 +81,9 @@ def _drop(rows):
 
 
 def _swap(rows):
+    """Two events' positions exchanged in the database: the export writes them in position order."""
     rows[2]["position"], rows[4]["position"] = rows[4]["position"], rows[2]["position"]
+    rows.sort(key=lambda row: row["position"])
 
 
 def _strip(rows):
@@ -111,7 +114,7 @@ def test_events_before_the_chain_are_not_unchained_and_heads_follow_counted_even
     chain = FileChain(COUNTED)
     for row in [legacy, *rows]:
         chain.feed(row)
-    assert chain.finish() == []
+    assert chain.finish(trailer=False) == []
     assert {pool: n for pool, (n, _) in chain.heads.items()} == {"p": 4}
 
 
@@ -119,14 +122,19 @@ def test_an_anchor_round_trips_and_finds_a_cut_back():
     chain = FileChain(COUNTED)
     for row in log():
         chain.feed(row)
-    chain.finish()
-    kept = read_anchor(json.loads(json.dumps(anchor(chain.heads, 5))))
-    assert compare_anchor(kept, chain.heads) == []
+    chain.finish(trailer=False)
+    kept = read_heads(json.loads(json.dumps(chain.at.document())))
+    assert kept == chain.at and kept.position == 5
+    assert compare(kept, chain.at, 5) == []
     shorter = FileChain(COUNTED)
     for row in log()[:3]:
         shorter.feed(row)
-    shorter.finish()
-    assert [p.kind for p in compare_anchor(kept, shorter.heads)] == ["anchor"]
+    assert {(p.stream, p.kind) for p in shorter.finish(kept, trailer=False)} == {
+        ("log", "anchor"),  # it ends at position 3
+        ("nodepool-p", "anchor"),  # 2 counted events of the 3 the anchor saw
+        ("nodeclaim-*", "anchor"),  # nodeclaim-a's head is version 1 now
+        ("pod-*", "anchor"),  # pod-x has no event by then
+    }
 
 
 def line2(position: int, stream: str, version: int, kind: str, data: dict, prev: bytes | None) -> dict:
@@ -243,12 +251,12 @@ def test_a_form_three_pool_head_is_its_newest_counted_hash():
     chain = FileChain(COUNTED)
     for row in rows:
         chain.feed(row)
-    assert chain.finish() == []
+    assert chain.finish(trailer=False) == []
     assert chain.heads == {"p": (4, bytes.fromhex(rows[4]["hash"]))}
     cut = FileChain(COUNTED)
     for row in rows[:-1]:  # the newest counted event gone: the head the counter row keeps no longer matches
         cut.feed(row)
-    assert cut.finish() == [] and cut.heads["p"] != chain.heads["p"]
+    assert cut.finish(trailer=False) == [] and cut.heads["p"] != chain.heads["p"]
 
 
 def test_a_form_three_line_with_an_impossible_key_fails_its_hash_without_an_error():
