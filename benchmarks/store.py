@@ -71,7 +71,7 @@ def pool_object(name: str) -> dict:
         "kind": "NodePool",
         "metadata": {"name": name},
         "spec": {
-            "limits": {"cpu": "100000000", "memory": "100000000Gi", "nodes": "100000000"},
+            "limits": {"cpu": "100000000", "memory": "1000000Gi", "nodes": "100000000"},
             "disruption": {"budgets": [{"nodes": "10%"}]},
             "template": {
                 "spec": {
