@@ -75,6 +75,8 @@ class ServiceShell:
         self.before_start: list[Step] = []
         """Run, in order, once connected and before any subscriber starts (again after a failure)."""
         self.every_tick: list[Step] = []
+        self.after_stop: list[Step] = []
+        """Run once it has stopped (a projection's worker and subscription)."""
         self.started = asyncio.Event()
         self.starting: str | None = "not started"
         self._runner: web.AppRunner | None = None
@@ -142,6 +144,9 @@ class ServiceShell:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticks
             self._ticks = None
+        for step in self.after_stop:
+            with contextlib.suppress(Exception):
+                await step()
         for runner in (self._runner, self._metrics_runner):
             if runner is not None:
                 await runner.cleanup()

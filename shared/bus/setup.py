@@ -14,6 +14,7 @@ from nats.js.errors import NotFoundError
 
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
+from shared.bus.service import StartupError
 from shared.bus.streams import DUPLICATE_WINDOW_SECONDS, ensure, sim_journal_config, stream_config
 from shared.bus.topology import WORK, Work
 from shared.runtime.outages import OUTAGES
@@ -22,7 +23,7 @@ SETUP = "nodewright bus setup"
 WORK_ACK_WAIT = 30.0
 
 
-class NotSetUp(RuntimeError):
+class NotSetUp(StartupError):
     """A stream or consumer a service needs is not there (a start-up step, tried again)."""
 
 
