@@ -18,9 +18,10 @@ from faststream.specification import AsyncAPI
 from pydantic import BaseModel, Field, create_model
 
 from shared.bus.connection import BusSettings
-from shared.bus.names import SIM_REQUESTS, BusNames
+from shared.bus.names import BusNames
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
+from shared.bus.topology import SIM_CALLERS
 from shared.bus.work import WorkConsumer
 from shared.events.contracts import CONTRACTS, Event
 
@@ -71,10 +72,15 @@ def _relay(router: NatsRouter, names: BusNames) -> None:
 
 
 def _sim(router: NatsRouter, names: BusNames) -> None:
-    for request in SIM_REQUESTS:
-        router.subscriber(names.sim(request), title=f"sim:{request}", description=f"The sim answers {request}.")(
-            _declared
-        )
+    """A channel per request each service may send, as the sim subscribes them
+    (`shared.bus.topology.SIM_CALLERS`): the subject names the caller."""
+    for caller, requests in SIM_CALLERS.items():
+        for request in requests:
+            router.subscriber(
+                names.sim_request(caller, request),
+                title=f"sim:{caller}:{request}",
+                description=f"The sim answers {request} from the {caller}, replying only to the {caller}'s inbox.",
+            )(_declared)
     router.publisher(names.sim_watch, title="sim:watch", description="A new resource version of the cluster.")
 
 

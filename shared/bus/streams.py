@@ -51,10 +51,6 @@ def sim_journal_config(names: BusNames, replicas: int = 1) -> StreamConfig:
     )
 
 
-async def ensure_sim_journal(js: JetStreamContext, names: BusNames, replicas: int = 1) -> None:
-    await ensure(js, sim_journal_config(names, replicas))
-
-
 async def ensure(js: JetStreamContext, config: StreamConfig) -> None:
     """Create the stream, or update one whose subjects, replicas or (when `config` sets one)
     duplicate window differ."""

@@ -13,11 +13,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.bus.connection import BusSettings
+from shared.bus.names import DEFAULT_DEPLOYMENT, BusNames
 from shared.bus.service import PORT_FILE_ENV
 from shared.store.eventstore import EventStore
+from tests.sim_callers import journal_provisioned
 
 
 def pids(output: str) -> dict[str, int]:
@@ -66,11 +70,17 @@ class Service:
 
 
 class System:
-    """Service processes of one deployment, as `nodewright up` starts them."""
+    """Service processes of one deployment, as `nodewright up` starts them: on a bus whose sim
+    journal is provisioned first, as `nodewright bus setup` would (the sim makes no stream)."""
 
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.tmp, self.env = tmp, env
         self.services: list[Service] = []
+        url = env.get("NODEWRIGHT_NATS_URL")
+        if url:
+            names = BusNames(env.get("NODEWRIGHT_DEPLOYMENT") or DEFAULT_DEPLOYMENT)
+            with ThreadPoolExecutor(1) as aside:  # a test may make its System inside its event loop
+                aside.submit(asyncio.run, journal_provisioned(BusSettings(url, names))).result()
 
     def start(self, name: str, *args: str) -> Service:
         log = self.tmp / f"{name}-{len(self.services)}.log"

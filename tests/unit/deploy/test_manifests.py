@@ -72,8 +72,9 @@ access: what the Kubernetes adapter will need, and no more."""
 def needed_rules(service: str) -> set[tuple[str, str, str]]:
     """From the requests `shared.bus.identity` lets the service send: least privilege, derived."""
     names = BusNames("default")
-    prefix = names.sim("cluster.")
-    requests = [s.removeprefix(names.sim("")) for s in permissions(names, service).publish if s.startswith(prefix)]
+    prefix = names.sim_request(service, "cluster.")
+    own = names.sim_request(service, "")
+    requests = [s.removeprefix(own) for s in permissions(names, service).publish if s.startswith(prefix)]
     unmapped = [r for r in requests if r not in CLUSTER_REQUESTS]
     assert not unmapped, f"{service} may send {unmapped}: say here which Kubernetes access each needs"
     return set().union(*(CLUSTER_REQUESTS[r] for r in requests))
