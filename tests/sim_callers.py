@@ -10,7 +10,7 @@ from typing import Any
 
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
-from shared.bus.streams import ensure, sim_journal_config
+from shared.bus.setup import provision
 from shared.bus.topology import SIM_CALLERS, callers_of
 
 
@@ -52,14 +52,13 @@ class AnyCaller(SimClient):
             await client.close()
 
 
-async def journal_provisioned(bus: BusSettings | str) -> None:
-    """The sim's journal stream, as `nodewright bus setup` makes it (`shared.bus.setup`), made as
-    whoever `bus` names (a test server's admin): the sim makes none, and a test that starts one
-    on a deployment of its own sets that deployment up first. Only the journal: the event stream
-    and its consumers are the relay's and the consumers' tests' to make."""
+async def provisioned(bus: BusSettings | str) -> None:
+    """The deployment's streams and work consumers, as `nodewright bus setup` makes them
+    (`shared.bus.setup`), made as whoever `bus` names (a test server's admin): no service makes
+    them, so a test that starts services on a deployment of its own sets it up first."""
     bus = BusSettings.of(bus)
     nc = await bus.connect("setup", persistent=False)
     try:
-        await ensure(nc.jetstream(), sim_journal_config(bus.names))
+        await provision(nc.jetstream(), bus.names)
     finally:
         await nc.close()

@@ -21,18 +21,16 @@ from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
-from shared.bus.topology import SIM_CALLERS
+from shared.bus.topology import PROJECTIONS, SIM_CALLERS, work_of
 from shared.bus.work import WorkConsumer
 from shared.events.contracts import CONTRACTS, Event
 
 TITLE = "nodewright bus"
 SERVER = "nats://localhost:4222"
 TOPOLOGY: dict[str, tuple[str, ...]] = {
-    "scheduler": ("projection",),
-    "disruption": ("projection",),
-    "termination": ("projection", "work:NodeClaimDeletionRequested"),
+    service: ("projection", *(f"work:{work.event_type}" for work in work_of(service))) for service in PROJECTIONS
 }
-"""The consumers each service runs: `projection`, or `work:<EventType>`."""
+"""The consumers each service runs (`shared.bus.topology`): `projection`, or `work:<EventType>`."""
 
 
 class Metadata(BaseModel):
@@ -105,12 +103,19 @@ def shells(names: BusNames) -> list[ServiceShell]:
             kind, _, event_type = consumer.partition(":")
             if kind == "projection":
                 ProjectionConsumer(shell, _Unused(), lambda event: None)  # type: ignore[arg-type]
+                declare_listening(shell)
             elif kind == "work":
                 WorkConsumer(shell, event_type, _declared_work)
             else:
                 raise ValueError(f"unknown consumer kind {consumer!r} for {service}")
         out.append(shell)
     return out
+
+
+def declare_listening(shell: ServiceShell) -> None:
+    """A projection's plain subscription (`ServiceShell.listening`) as a channel of the document."""
+    for subject, title, description in shell.listening:
+        shell.router.subscriber(subject, title=title, description=description)(_declared)
 
 
 def document(names: BusNames | None = None, *, version: str = "0.1.0") -> AsyncAPI:

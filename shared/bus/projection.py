@@ -98,6 +98,13 @@ class ProjectionConsumer:
         shell.every_tick.append(self.tick)
         shell.after_stop.append(self._stop)
         shell.readiness.append(self._ready)
+        shell.listening.append(
+            (
+                shell.names.events,
+                f"{self.name}:{shell.names.events}",
+                f"Every event, checked against the store, into {shell.name}'s projection (each replica).",
+            )
+        )
         registry = shell.registry
         self.position_gauge = Gauge(
             "nodewright_projection_position", "The last log position applied.", ["consumer"], registry=registry

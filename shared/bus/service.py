@@ -76,6 +76,8 @@ class ServiceShell:
         """Run, in order, once connected and before any subscriber starts (again after a failure)."""
         self.every_tick: list[Step] = []
         self.after_stop: list[Step] = []
+        self.listening: list[tuple[str, str, str]] = []
+        """Plain subscriptions outside the router (subject, title, description), for the AsyncAPI document."""
         """Run once it has stopped (a projection's worker and subscription)."""
         self.started = asyncio.Event()
         self.starting: str | None = "not started"

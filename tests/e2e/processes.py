@@ -13,15 +13,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.bus.connection import BusSettings
-from shared.bus.names import DEFAULT_DEPLOYMENT, BusNames
 from shared.bus.service import PORT_FILE_ENV
 from shared.store.eventstore import EventStore
-from tests.sim_callers import journal_provisioned
 
 
 def pids(output: str) -> dict[str, int]:
@@ -70,17 +66,22 @@ class Service:
 
 
 class System:
-    """Service processes of one deployment, as `nodewright up` starts them: on a bus whose sim
-    journal is provisioned first, as `nodewright bus setup` would (the sim makes no stream)."""
+    """Service processes of one deployment, as `nodewright up` starts them: on a bus set up
+    first by `nodewright bus setup`, as an operator would (no service makes a stream or a
+    consumer), with the same settings (a termination ack wait of its own)."""
 
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.tmp, self.env = tmp, env
         self.services: list[Service] = []
-        url = env.get("NODEWRIGHT_NATS_URL")
-        if url:
-            names = BusNames(env.get("NODEWRIGHT_DEPLOYMENT") or DEFAULT_DEPLOYMENT)
-            with ThreadPoolExecutor(1) as aside:  # a test may make its System inside its event loop
-                aside.submit(asyncio.run, journal_provisioned(BusSettings(url, names))).result()
+        if env.get("NODEWRIGHT_NATS_URL"):
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "nodewright"), "bus", "setup"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
 
     def start(self, name: str, *args: str) -> Service:
         log = self.tmp / f"{name}-{len(self.services)}.log"

@@ -19,7 +19,7 @@ from shared.ports.cloud import InsufficientCapacityError
 from shared.ports.cluster import EvictionRefused
 from shared.store.eventstore import EventStore
 from tests.factories import scenario_doc, startup_tainted_pool
-from tests.sim_callers import AnyCaller, journal_provisioned
+from tests.sim_callers import AnyCaller, provisioned
 
 pytestmark = pytest.mark.timeout(90)
 START = datetime(2026, 11, 23, 9, tzinfo=UTC)
@@ -91,7 +91,7 @@ def identities(log: list[tuple[str, dict]]) -> Counter:
 async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(store, nats_server_url, jetstream):
     clock = ManualClock(START)
     sim = SimService(parse_scenario(SCENARIO), clock, nats_server_url)
-    await journal_provisioned(nats_server_url)
+    await provisioned(nats_server_url)
     client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):
@@ -209,7 +209,7 @@ async def test_lists_and_watches_of_many_objects_come_in_pages(nats_server_url):
         "spec": {**SCENARIO["spec"], "workloads": [{"name": "web", "replicas": 1300, "requests": {"cpu": "1"}}]},
     }
     sim = SimService(parse_scenario(many), ManualClock(START), nats_server_url)
-    await journal_provisioned(nats_server_url)
+    await provisioned(nats_server_url)
     client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):
@@ -247,7 +247,7 @@ WITH_DAEMONSET = scenario_doc(
 async def test_a_scenarios_daemonset_and_a_bound_pods_anti_affinity_reach_the_log(store, nats_server_url, jetstream):
     clock = ManualClock(START)
     sim = SimService(parse_scenario(WITH_DAEMONSET), clock, nats_server_url)
-    await journal_provisioned(nats_server_url)
+    await provisioned(nats_server_url)
     client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):

@@ -13,14 +13,14 @@ from nats.js.errors import NotFoundError
 
 from services.sim.journal import EXPECTED_LAST, Journal, JournalBroken, Step
 from shared.bus.connection import BusSettings
-from shared.bus.names import MSG_ID
+from shared.bus.names import MSG_ID, BusNames
 from shared.bus.setup import NotSetUp
 from tests.factories import T0
-from tests.sim_callers import journal_provisioned
+from tests.sim_callers import provisioned
 
 
 async def test_steps_come_back_in_order_and_a_second_writer_is_fenced_out(bus: BusSettings):
-    await journal_provisioned(bus)
+    await provisioned(bus)
     nc = await nats.connect(bus.url)
     try:
         js = nc.jetstream()
@@ -47,7 +47,7 @@ async def test_steps_come_back_in_order_and_a_second_writer_is_fenced_out(bus: B
 async def test_a_step_whose_answer_was_lost_is_kept_once(bus: BusSettings):
     """A NATS restart can lose the acknowledgement of a step that landed; trying it again finds it
     there (by its message id) rather than refusing it or keeping it twice."""
-    await journal_provisioned(bus)
+    await provisioned(bus)
     nc = await nats.connect(bus.url)
     try:
         js = nc.jetstream()
@@ -75,7 +75,7 @@ async def test_a_journal_not_set_up_says_what_makes_it(bus: BusSettings):
     the command; reading a world whose stream went away is an error, not an empty world."""
     nc = await nats.connect(bus.url)
     try:
-        journal = Journal(nc.jetstream(), bus.names, "missing")
+        journal = Journal(nc.jetstream(), BusNames(f"{bus.names.deployment}-bare"), "missing")  # never set up
         with pytest.raises(NotSetUp, match="nodewright bus setup"):
             await journal.require()
         with pytest.raises(NotFoundError):
@@ -87,7 +87,7 @@ async def test_a_journal_not_set_up_says_what_makes_it(bus: BusSettings):
 async def test_worlds_sharing_the_stream_read_back_only_their_own_steps(bus: BusSettings):
     """Many messages, interleaved with another world's: each read walks its own subject only, in
     order, and knows its last sequence (where its next append must follow)."""
-    await journal_provisioned(bus)
+    await provisioned(bus)
     nc = await nats.connect(bus.url)
     try:
         js = nc.jetstream()

@@ -19,7 +19,7 @@ from shared.bus.connection import BusSettings
 from shared.clock import AcceleratedClock
 from tests.conftest import nodepool_doc
 from tests.factories import scenario_doc
-from tests.sim_callers import AnyCaller, journal_provisioned
+from tests.sim_callers import AnyCaller, provisioned
 
 START = datetime(2026, 11, 23, 9, tzinfo=UTC)
 
@@ -57,7 +57,7 @@ class World:
         self.schedulers: list[SchedulerService] = []
 
     async def __aenter__(self) -> World:
-        await journal_provisioned(self.bus)
+        await provisioned(self.bus)
         self.client = await AnyCaller.connect(self.bus)
         self.callers: dict[str, SimClient] = self.client.clients
         self.tasks.append(asyncio.create_task(self.sim.run(self.stopping)))
