@@ -92,7 +92,7 @@ class BusSettings:
             "reconnect_time_wait": RECONNECT_WAIT,
             "max_reconnect_attempts": -1 if persistent else 1,  # 0 makes nats-py retry a refused first connect for ever
             "allow_reconnect": persistent,
-            "error_cb": _log_error,
+            "error_cb": log_error,
         }
         if self.user is not None:
             options["user"] = self.user
@@ -123,6 +123,6 @@ def redact_url(url: str) -> str:
     return f"{scheme}{sep}{rest.rpartition('@')[2]}"
 
 
-async def _log_error(error: Exception) -> None:
+async def log_error(error: Exception) -> None:
     """One line per connection error (nats-py's default prints a traceback each time)."""
     log.warning("nats connection error: %r", error)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import nats
 import nats.errors
 
-from shared.bus.connection import CONNECT_TIMEOUT, RECONNECT_WAIT, BusSettings, redact_url
+from shared.bus.connection import CONNECT_TIMEOUT, RECONNECT_WAIT, BusSettings, log_error, redact_url
 
 INSECURE = "NODEWRIGHT_NATS_INSECURE"
 
@@ -68,5 +68,8 @@ def _refused(exc: BaseException) -> bool:
     return isinstance(exc, nats.errors.AuthorizationError) or "authorization" in text
 
 
-async def _quiet(_error: Exception) -> None:
-    """The probe's refusal is the answer it looks for, not an error to log."""
+async def _quiet(error: Exception) -> None:
+    """The probe's refusal is the answer it looks for, not an error to log; a server out of
+    reach is logged as every connection logs it."""
+    if not _refused(error):
+        await log_error(error)
