@@ -22,6 +22,8 @@ from tests.factories import scenario_doc
 from tests.sim_callers import AnyCaller, provisioned
 
 START = datetime(2026, 11, 23, 9, tzinfo=UTC)
+SPEED = 120
+"""Simulated seconds per wall second: a simulated hour in 30 s."""
 
 
 def burst(replicas: int, limits: dict | None = None) -> dict:
@@ -48,8 +50,8 @@ class World:
     asks the sim as itself (its own SimClient, so the sim answers only what it may send); `client`
     asks as whichever service may (`tests.sim_callers`)."""
 
-    def __init__(self, document: dict, bus: BusSettings, store) -> None:
-        self.clock = AcceleratedClock(START, speed=60)
+    def __init__(self, document: dict, bus: BusSettings, store, *, speed: float = SPEED) -> None:
+        self.clock = AcceleratedClock(START, speed=speed)
         self.sim = SimService(parse_scenario(document), self.clock, bus)
         self.bus, self.store = bus, store
         self.stopping = asyncio.Event()
