@@ -203,11 +203,10 @@ class ProjectionConsumer:
             claims.append((msg, event))
         before = self.position  # a message at or below it is a copy of what the store brought
         furthest = max((event.position for _, event in claims), default=0)
-        if furthest > self.head:
+        if furthest > self.position:
+            await self._fill(furthest, at_head=True)
+        if furthest > self.position:  # the fill stopped short of it: the head, or a lost position
             self.head = await self.store.head_position()
-        wanted = max((e.position for _, e in claims if e.position <= self.head), default=0)
-        if wanted > self.position:
-            await self._fill(wanted)
         for msg, event in claims:
             if event.position > self.head:
                 await self.policy.bury(msg, f"position {event.position} is beyond the store's head ({self.head})")
@@ -241,11 +240,12 @@ class ProjectionConsumer:
 
     # --- the store ------------------------------------------------------------------------------
 
-    async def _fill(self, upto: int, *, filled: bool = False) -> None:
+    async def _fill(self, upto: int, *, filled: bool = False, at_head: bool = False) -> None:
         """Apply the store's events after the projection's position up to `upto`, in order; a
         missing position is stepped over once it is known lost, and waited for while its writer
-        may still commit. `filled`: not for a message the bus brought (counted apart). Call with
-        the lock held."""
+        may still commit. `filled`: not for a message the bus brought (counted apart). `at_head`:
+        stop at the store's head instead of waiting past it (a message's claim, not yet checked).
+        Call with the lock held."""
         started = time.monotonic()
         while self.position < upto:
             hole = None
@@ -266,6 +266,9 @@ class ProjectionConsumer:
             if self.position >= upto:
                 return
             hole = hole or self.position + 1
+            if at_head and hole > (head := await self.store.head_position()):
+                self.head = head
+                return  # nothing was committed there: no real message claims it
             if await self._gaps.lost(hole):
                 self.position = hole  # a rolled-back append's position: nothing will ever be there
                 continue
