@@ -29,6 +29,7 @@ import nats
 import orjson
 from nats.js.errors import NotFoundError
 
+from benchmarks._bus import bench_bus, set_up_bus
 from benchmarks._cpu import measured
 from benchmarks._db import bench_database
 from services.relay.service import RelayService
@@ -170,7 +171,8 @@ async def bare(url: str, rate: int, seconds: float) -> dict[str, float]:
 async def run(url: str, nats_url: str, rates: list[int], seconds: float) -> list[dict[str, float]]:
     out = []
     for rate in rates:
-        bus = BusSettings(nats_url, BusNames(f"bench{rate}"))
+        bus = bench_bus(nats_url, BusNames(f"bench{rate}"))
+        await set_up_bus(bus)
         mine = await nodewright(url, bus, rate, seconds)
         baseline = await bare(nats_url, rate, seconds)
         nc = await nats.connect(nats_url)

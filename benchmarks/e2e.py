@@ -47,6 +47,7 @@ import yaml
 from benchmarks._db import bench_database
 from services.cli import children as children_of
 from shared.api.duration import parse_duration
+from shared.bus.setup import set_up
 from shared.clock import AcceleratedClock
 from shared.config import Settings, driver_params, settings
 from shared.runtime.bus import local_bus
@@ -225,17 +226,20 @@ def run_once(
     )
     config.data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "NODEWRIGHT_DATABASE_URL": database_url, **clock.environment()}
-    with local_bus(config) as bus, children_of.started(config.data_dir, path, env, bus, None) as children:
-        _ready(children, database_url, burst)
-        ready = time.time() - origin
-        memory = Memory({c.name: c.process.pid for c in children})
-        idle = memory.sample()
-        memory.start()
-        try:
-            facts = asyncio.run(_until_bound(database_url, pods, time.monotonic() + warmup + timeout))
-        finally:
-            memory.stop()
-        scheduler = metrics(next(c for c in children if c.name == "scheduler").port)
+    with local_bus(config) as bus:
+        if config.nats_url:  # an embedded bus is set up as it starts; a configured one as `up` does
+            asyncio.run(set_up(bus.acting_as("setup"), ack_wait=config.termination_ack_wait))
+        with children_of.started(config.data_dir, path, env, bus, None) as children:
+            _ready(children, database_url, burst)
+            ready = time.time() - origin
+            memory = Memory({c.name: c.process.pid for c in children})
+            idle = memory.sample()
+            memory.start()
+            try:
+                facts = asyncio.run(_until_bound(database_url, pods, time.monotonic() + warmup + timeout))
+            finally:
+                memory.stop()
+            scheduler = metrics(next(c for c in children if c.name == "scheduler").port)
     figures = _figures(pods, burst, clock, facts, scheduler, memory, idle, config, launch, registration)
     return figures | {"startup_s": ready}
 

@@ -115,6 +115,11 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
         "NODEWRIGHT_DATA_DIR": str(workdir / "data"),
         **clock.environment(),
     }
+    if not settings().nats_url:
+        env["NODEWRIGHT_NATS_INSECURE"] = "true"  # its own embedded server on loopback, open: a laboratory
+    setup = subprocess.run([sys.executable, "-m", "services.cli.main", "bus", "setup"], env=env, capture_output=True)
+    if setup.returncode:
+        raise SystemExit(f"nodewright bus setup failed: {setup.stderr.decode()[-2000:]}")
     processes: dict[str, list[subprocess.Popen[bytes]]] = {}
 
     def start_service(name: str, *args: str) -> None:

@@ -189,6 +189,9 @@ class Settings(InputLimits, SigningKey):
     (`nodewright up` gives each run a fresh one); unset: one per scenario as loaded and journal format."""
     nats_credentials: Path | None = None
     """A NATS `.creds` file, instead of a user and password."""
+    nats_insecure: bool = False
+    """Let a service run on a NATS server that admits anonymous clients, or without credentials
+    of its own (`shared.bus.trust`): for a laboratory only; it says so at start and on /readyz."""
     data_dir: Path = Path(".nodewright")
     """Where embedded servers keep their data between runs."""
     log_level: str = "INFO"

@@ -20,7 +20,7 @@ umask 077
     for login in MIGRATE RELAY WATCHER SCHEDULER DISRUPTION TERMINATION AUDIT; do
         echo "DB_PASSWORD_$login=$(secret)"
     done
-    for user in RELAY SCHEDULER WATCHER DISRUPTION TERMINATION SIM CLI; do
+    for user in RELAY SCHEDULER WATCHER DISRUPTION TERMINATION SIM CLI SETUP; do
         echo "NATS_PASSWORD_$user=$(secret)"
     done
 } >"$target"

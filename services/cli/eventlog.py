@@ -453,13 +453,13 @@ async def wait_terminated(url: str, names: list[str], timeout: float) -> list[st
 async def relay_once(database_url: str, bus: BusSettings) -> int:
     """Publish what the outbox holds past the relay's checkpoint, once, as the relay."""
     from shared.bus.relay import OutboxRelay
-    from shared.bus.streams import ensure_stream
+    from shared.bus.setup import require_stream
 
     store = await open_store(database_url)
     nc = await bus.connect("relay", persistent=False)
     try:
         js = nc.jetstream()
-        await ensure_stream(js, bus.names)
+        await require_stream(js, bus.names.stream)
         outbox = OutboxRelay(store, js, bus.names)
         await outbox.drain()
         return outbox.published

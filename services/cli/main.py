@@ -266,6 +266,34 @@ def events_dead(
     typer.echo(json.dumps(letters, indent=2) if output == Output.JSON else eventlog.render_dead_letters(letters))
 
 
+bus_app = typer.Typer(help="The bus: the deployment's streams and consumers.", no_args_is_help=True)
+app.add_typer(bus_app, name="bus")
+
+
+@bus_app.command("setup")
+def bus_setup(
+    replicas: Annotated[
+        int | None, typer.Option("--replicas", min=1, max=5, help="copies of each message (NODEWRIGHT_STREAM_REPLICAS)")
+    ] = None,
+) -> None:
+    """Make the deployment's streams and its work consumers, as its setup user (or an admin):
+    once per deployment before its services start, and again after an upgrade, as `migrate` does
+    the schema. No service may make them itself. Exit 2 when it cannot."""
+    from shared.bus.setup import set_up
+
+    config = settings_or_exit()
+    made = _with_bus(
+        lambda bus: loop.run(
+            set_up(
+                bus.acting_as("setup"),
+                replicas=replicas or config.stream_replicas,
+                ack_wait=config.termination_ack_wait,
+            )
+        )
+    )
+    typer.echo(f"streams {', '.join(made.streams)}; pull consumers {', '.join(made.consumers)}: set up")
+
+
 @app.command()
 def asyncapi(
     output: Annotated[str, typer.Option("--output", "-o", help="yaml or json")] = "yaml",
@@ -356,11 +384,12 @@ def _system_errors() -> Iterator[None]:
     from services.cli.children import ChildExited
     from services.cli.database import Unreachable
     from shared.api.scenario import ScenarioError
+    from shared.bus.setup import SetUpFailed
     from shared.runtime.runs import RunError
 
     try:
         yield
-    except (ScenarioError, RunError, OutputError, Unreachable) as exc:
+    except (ScenarioError, RunError, OutputError, Unreachable, SetUpFailed) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except pydantic.ValidationError as exc:  # a bad setting: named, its value never shown

@@ -42,6 +42,7 @@ from services.cli import children as children_of
 from services.cli.children import Child, ChildExited
 from services.cli.database import reach_configured
 from services.cli.eventlog import migrate
+from shared.bus.setup import set_up
 from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
 from shared.config import Settings
@@ -104,6 +105,11 @@ def _up(
             database_url = loop.run(runs.create(database_url, *run))
             console.print(f"run {run[0]}: a log of its own")
         console.print(loop.run(migrate(database_url)))
+        if config.nats_url:  # an embedded server is set up as it starts
+            made = loop.run(
+                set_up(bus.acting_as("setup"), replicas=config.stream_replicas, ack_wait=config.termination_ack_wait)
+            )
+            console.print(f"bus set up: streams {', '.join(made.streams)}")
         services_url = database_url
         if not config.database_url:  # embedded: the services log in as writers, never as the owner
             services_url = loop.run(member_login(database_url, "nodewright_service", WRITER))

@@ -29,7 +29,7 @@ def main(
     async def run(stopping: asyncio.Event) -> None:
         store = EventStore.connect(database_url, pool_size=2)
         try:
-            await RelayService(store, bus, port=port, replicas=config.stream_replicas).run(stopping)
+            await RelayService(store, bus, port=port).run(stopping)
         finally:
             await store.close()
 

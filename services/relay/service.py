@@ -21,7 +21,7 @@ from prometheus_client import Counter, Gauge
 from shared.bus.connection import BusSettings
 from shared.bus.relay import GAP_POLL, OutboxRelay
 from shared.bus.service import ServiceShell
-from shared.bus.streams import ensure_stream
+from shared.bus.setup import NotSetUp, require_stream
 from shared.events.envelope import RecordedEvent
 from shared.runtime.outages import OUTAGES, Backoff
 from shared.store.eventstore import EventStore, NotLeader
@@ -50,10 +50,8 @@ class RelayService:
         *,
         port: int = 0,
         batch_size: int = 1000,
-        replicas: int = 1,
     ) -> None:
         self.store = store
-        self.replicas = replicas
         self.batch_size = batch_size
         self.shell = ServiceShell(NAME, bus, port=port, readiness=[self._ready])
         self.names = self.shell.names
@@ -96,6 +94,10 @@ class RelayService:
                     log.warning("relay interrupted (%r); trying again", exc)
                     await self._step_down()
                     await backoff.wait(stopping)
+                except NotSetUp as exc:
+                    self.problem = str(exc)
+                    log.warning("relay cannot publish: %s", exc)
+                    await backoff.wait(stopping)
         finally:
             await self._step_down()
             await self.shell.stop()
@@ -103,7 +105,7 @@ class RelayService:
     async def _serve(self, stopping: asyncio.Event) -> None:
         """Stand by until the lock is this replica's, then publish until it is lost or stopping."""
         js = self.shell.connection.jetstream()
-        await ensure_stream(js, self.names, replicas=self.replicas)
+        await require_stream(js, self.names.stream)
         self.relay = OutboxRelay(self.store, js, self.names, batch_size=self.batch_size, fence=lambda: self.lock.fence)
         self.relay.after_publish = self._count
         self.relay.on_impostor = lambda _event, _seq: self.impostors_total.inc()

@@ -39,7 +39,6 @@ def main(
         BusSettings.from_settings(config),
         port=port,
         world=config.sim_world or world_of(world),
-        replicas=config.stream_replicas,
     )
 
     async def run(stopping: asyncio.Event) -> None:

@@ -9,6 +9,10 @@ announcement, a later read), so a restart replays at least everything that was s
 journal refuses ends the process (`JournalBroken`), whose restart replays what was kept. The world's
 journal is one subject of the deployment's `<deployment>_SIM` stream, named by `NODEWRIGHT_SIM_WORLD`
 (`nodewright up` gives every run a fresh one). More in docs/guide.md, "The sim's journal".
+
+The stream is provisioned by `nodewright bus setup` (`shared.bus.setup`), not by the sim, and the
+journal is read back message by message, without a consumer: the sim's NATS user may make neither
+(a consumer's deliver subject is the one thing its permissions could not bound).
 """
 
 from __future__ import annotations
@@ -22,24 +26,22 @@ from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import APIError, ServiceUnavailableError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from shared.bus.names import MSG_ID, BusNames
-from shared.bus.streams import ensure_sim_journal
+from shared.bus.setup import require_stream
 from shared.runtime.outages import OUTAGES, Backoff
 
 log = structlog.get_logger("nodewright.sim")
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code for a message whose expected last subject sequence is not the last."""
+NO_MESSAGE_FOUND = 10037
+"""JetStream's error code for a get past a subject's last message (a missing stream is another)."""
 
 JOURNAL_FORMAT = 1
 """Raised when what a step means changes (the world's rules, a request's body): a world named
 after its scenario (`services.sim.__main__.world_of`) is then a new one."""
-FETCH = 500
-"""Steps read per request while replaying."""
-FETCH_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +76,11 @@ class Journal:
     killed while its write was on the way, two sims on one world) fences the other out instead of
     interleaving; the message id, unique to this process, keeps a retried append once."""
 
-    def __init__(
-        self, js: JetStreamContext, names: BusNames, world: str, replicas: int = 1, inbox: bytes | None = None
-    ) -> None:
+    def __init__(self, js: JetStreamContext, names: BusNames, world: str) -> None:
         self.js = js
-        self.inbox = inbox
-        """Where replays are delivered: the sim's user may subscribe to its own inbox only."""
         self.names = names
         self.world = world
         self.subject = names.sim_journal(world)
-        self.replicas = replicas
         self.process = uuid.uuid4().hex[:12]
         self.written = 0
         self.last = 0
@@ -91,31 +88,29 @@ class Journal:
         self.failing: str | None = None
         """Why the last append is still being tried, for readiness."""
 
-    async def ensure(self) -> None:
-        """The stream exists with this deployment's replicas."""
-        await ensure_sim_journal(self.js, self.names, self.replicas)
+    async def require(self) -> None:
+        """The stream is there; NotSetUp (a start-up step, tried again) names what makes it."""
+        await require_stream(self.js, self.names.sim_journal_stream)
 
     async def read(self) -> list[Step]:
-        """Every step of this world, in the order written (none for a new world)."""
-        info = await self.js.stream_info(self.names.sim_journal_stream, subjects_filter=self.subject)
-        expected = (info.state.subjects or {}).get(self.subject, 0)
+        """Every step of this world, in the order written (none for a new world): each message
+        asked for by sequence, the next of this world's subject after the last one read."""
         steps: list[Step] = []
-        if not expected:
-            return steps
-        config = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0)
-        sub = await self.js.pull_subscribe(
-            self.subject, stream=self.names.sim_journal_stream, config=config, inbox_prefix=self.inbox
-        )
-        try:
-            messages = 0
-            while messages < expected:
-                for message in await sub.fetch(FETCH, timeout=FETCH_TIMEOUT):
-                    messages += 1
-                    self.last = message.metadata.sequence.stream
-                    steps.extend(Step.from_dict(s) for s in json.loads(message.data))
-        finally:
-            await sub.unsubscribe()
-        return steps
+        sequence = 1
+        while True:
+            try:
+                message = await self.js.get_msg(
+                    self.names.sim_journal_stream, seq=sequence, subject=self.subject, next=True
+                )
+            except NotFoundError as exc:
+                if exc.err_code != NO_MESSAGE_FOUND:  # the stream went away: not an empty world
+                    raise
+                return steps
+            if message.seq is None or message.data is None:
+                raise JournalBroken(f"the journal of world {self.world} gave a message without a sequence or data")
+            self.last = message.seq
+            steps.extend(Step.from_dict(s) for s in json.loads(message.data))
+            sequence = message.seq + 1
 
     async def write(self, steps: list[Step], stopping: asyncio.Event | None = None) -> None:
         """Append `steps` as one message, tried until JetStream acknowledges it: the world stands

@@ -1,11 +1,15 @@
 """The sim as a service: the world played on the shared clock, reachable over NATS.
 
 Every `tick` the world is advanced to the clock's now and, when anything changed, the new
-resource version is announced on `<deployment>.sim.watch`. Requests on
-`<deployment>.sim.cluster.*` and `.sim.cloud.*` (`shared.adapters.sim` is the client), each from
-a NATS user allowed to send it, first bring the world up to now, then act on it. Each change is
-journaled (`services.sim.journal`) before it is answered or announced, under one lock, so requests
-and ticks never interleave and a restarted sim resumes the world that was seen.
+resource version is announced on `<deployment>.sim.watch`. Requests come on
+`<deployment>.sim.<caller>.<request>` (`shared.adapters.sim` is the client), one subscription per
+request each service may send (`shared.bus.topology.SIM_CALLERS`), so the sim knows who asks. A
+request is answered only as its caller's own: sent to it directly (not a JetStream delivery, which
+a push consumer's deliver subject could aim at any subject, past every publish permission) with a
+reply subject in the caller's inbox; anything else is refused, counted and never acted on. An
+answered request first brings the world up to now, then acts on it. Each change is journaled
+(`services.sim.journal`) before it is answered or announced, under one lock, so requests and ticks
+never interleave and a restarted sim resumes the world that was seen.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 import structlog
+from faststream.exceptions import SkipMessage
+from faststream.nats.annotations import NatsMessage
+from nats.aio.msg import Msg
+from prometheus_client import Counter
 
 from services.sim.cloud import Instance, LaunchRequest
 from services.sim.journal import Journal, JournalBroken, Step
@@ -30,7 +38,9 @@ from shared.api.core import Requirement, Taint, TaintEffect
 from shared.api.quantity import parse
 from shared.api.scenario import Scenario
 from shared.bus.connection import BusSettings
+from shared.bus.names import BusNames
 from shared.bus.service import ServiceShell
+from shared.bus.topology import SIM_CALLERS
 from shared.clock import Clock
 from shared.ports.cloud import CloudError
 from shared.ports.cluster import ClusterError, Gone, KubeEvent, Snapshot
@@ -40,6 +50,28 @@ TICK_SECONDS = 0.1
 log = structlog.get_logger("nodewright.sim")
 READS = frozenset({wire.SNAPSHOT, wire.CHANGES, wire.INSTANCE_TYPES, wire.LIST})
 """The requests that change nothing, so the journal skips them."""
+JETSTREAM_HEADERS = ("Nats-Stream", "Nats-Sequence")
+"""Headers JetStream sets on what it republishes from a stream (a request never carries them)."""
+
+
+class Refused(SkipMessage):
+    """A request not sent as its caller's own: no answer goes back, nothing is done."""
+
+
+def refusal(names: BusNames, caller: str, raw: Msg) -> str | None:
+    """Why a message on `caller`'s request subject is not a request of the caller's own, or None.
+    JetStream's deliveries (their reply is an ack subject) and republished messages come from the
+    server, whoever set them up; a reply elsewhere than the caller's inbox would have the sim
+    answer, or act, for another."""
+    reply = raw.reply or ""
+    headers = raw.headers or {}
+    if reply.startswith("$JS.") or any(header in headers for header in JETSTREAM_HEADERS):
+        return "jetstream"
+    if not reply:
+        return "no-reply"
+    if not reply.startswith(f"{names.inbox(caller)}."):
+        return "foreign-inbox"
+    return None
 
 
 class SimService:
@@ -51,14 +83,12 @@ class SimService:
         *,
         port: int = 0,
         world: str | None = None,
-        replicas: int = 1,
     ) -> None:
         """`world` names the journal a restart resumes (None: a new world nobody resumes)."""
         self.world = World(scenario)
         self.clock = clock
         self.shell = ServiceShell("sim", bus, port=port)
         self.world_name = world or f"w{uuid.uuid4().hex}"
-        self.replicas = replicas
         self.journal: Journal | None = None
         self.announced = 0
         self._lock = asyncio.Lock()
@@ -94,28 +124,62 @@ class SimService:
             wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),
             wire.LIST: lambda body: [_instance(i) for i in self.world.cloud.running()],
         }
-        for request in self.routes:
-            self.shell.router.subscriber(
-                self.shell.names.sim(request), title=f"sim:{request}", description=f"The sim answers {request}."
-            )(self._answer(request))
+        self.refused = Counter(
+            "nodewright_sim_requests_refused_total",
+            "Requests the sim refused, not sent as their caller's own (a JetStream delivery, a reply"
+            " subject outside the caller's inbox, none), by caller, request and reason.",
+            ["caller", "request", "reason"],
+            registry=self.shell.registry,
+        )
+        for caller, requests in SIM_CALLERS.items():
+            for request in requests:
+                self.shell.router.subscriber(
+                    self.shell.names.sim_request(caller, request),
+                    title=f"sim:{caller}:{request}",
+                    description=f"The sim answers {request} from the {caller}.",
+                )(self._answer(caller, request))
         self.shell.before_start.append(self._restore)
         self.shell.readiness.append(self._journal_takes_steps)
 
-    def _answer(self, request: str) -> Callable[[dict[str, Any]], Any]:
-        async def answer(body: dict[str, Any]) -> Any:
-            async with self._lock:  # a step is journaled before anything can see what it did
-                try:
-                    steps = self._advance()
-                    result = self._call(request, body)
-                    if request not in READS:
-                        steps.append(Step(self.world.now, request, body))
-                    await self._write(steps)
-                except Exception as exc:  # the world may hold what the journal does not
-                    _untrusted(exc)
-            await self._announce()
-            return result
+    def _answer(self, caller: str, request: str) -> Callable[..., Any]:
+        if request not in self.routes:
+            raise ValueError(f"SIM_CALLERS lets the {caller} send {request!r}, which the sim does not answer")
+
+        async def answer(body: dict[str, Any], message: NatsMessage) -> Any:
+            self._admit(caller, request, message.raw_message)
+            return await self._serve(request, body)
 
         return answer
+
+    async def _serve(self, request: str, body: dict[str, Any]) -> Any:
+        """An admitted request: the world brought up to now, then acted on, journaled, announced."""
+        async with self._lock:  # a step is journaled before anything can see what it did
+            try:
+                steps = self._advance()
+                result = self._call(request, body)
+                if request not in READS:
+                    steps.append(Step(self.world.now, request, body))
+                await self._write(steps)
+            except Exception as exc:  # the world may hold what the journal does not
+                _untrusted(exc)
+        await self._announce()
+        return result
+
+    def _admit(self, caller: str, request: str, raw: Msg) -> None:
+        """Every request passes here first; Refused ends one that is not its caller's own, with
+        no answer (faststream replies only to what a handler returns)."""
+        why = refusal(self.shell.names, caller, raw)
+        if why is None:
+            return
+        self.refused.labels(caller, request, why).inc()
+        log.warning(
+            "refused a request not sent as its caller's own",
+            caller=caller,
+            request=request,
+            reason=why,
+            reply=raw.reply or None,
+        )
+        raise Refused(f"{caller} {request}: {why}")
 
     def _call(self, request: str, body: Any) -> Any:
         try:
@@ -127,17 +191,16 @@ class SimService:
         return {} if result is None else result
 
     async def _restore(self) -> None:
-        """Once connected, before answering anything: the journal's stream, and the world an
-        earlier process of this sim left, replayed (once per process: a start tried again after an
-        outage has it already)."""
+        """Once connected, before answering anything: the journal's stream (`nodewright bus setup`
+        makes it), and the world an earlier process of this sim left, replayed (once per process:
+        a start tried again after an outage has it already)."""
         js = self.shell.connection.jetstream()
         if self.journal is not None:
             self.journal.js = js
-            await self.journal.ensure()
+            await self.journal.require()
             return
-        inbox = f"{self.shell.names.inbox(self.shell.name)}.".encode()
-        journal = Journal(js, self.shell.names, self.world_name, self.replicas, inbox)
-        await journal.ensure()
+        journal = Journal(js, self.shell.names, self.world_name)
+        await journal.require()
         steps = await journal.read()
         self.replay(steps)
         if steps:

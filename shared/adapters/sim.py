@@ -1,7 +1,9 @@
 """The sim's side of the `Cluster` and `CloudProvider` ports, over NATS request/reply.
 
-The sim service answers on `<deployment>.sim.cluster.*` and `<deployment>.sim.cloud.*`, and
-announces each new resource version on `<deployment>.sim.watch` (`shared.bus.names`). `watch`
+A client speaks as one service (its caller): each request goes to `<deployment>.sim.<caller>.<request>`
+(`BusNames.sim_request`), with the reply expected in that service's own inbox, so the sim knows
+who asks and answers only what `shared.bus.topology.SIM_CALLERS` lets it ask. The sim announces
+each new resource version on `<deployment>.sim.watch` (`shared.bus.names`). `watch`
 asks for the changes after the version it has seen whenever an announcement comes, and at least
 every half second, so a lost announcement only delays it.
 """
@@ -44,7 +46,7 @@ INSTANCE_TYPES = "cloud.instance-types"
 CREATE = "cloud.create"
 DELETE = "cloud.delete"
 LIST = "cloud.list"
-"""Requests, each under `<deployment>.sim.` (`BusNames.sim`)."""
+"""Requests, each on `<deployment>.sim.<caller>.<request>` (`BusNames.sim_request`)."""
 
 ERRORS: dict[str, type[Exception]] = {
     "EvictionRefused": EvictionRefused,
@@ -66,24 +68,30 @@ class SimError(RuntimeError):
 
 
 class SimClient:
-    """Both ports, for one NATS connection."""
+    """Both ports, for one NATS connection, speaking as `caller` (a service's name). The sim
+    answers only a reply inbox of the caller's own (`BusNames.inbox`), which `connect` gives the
+    connection; a connection made otherwise must have that inbox prefix too."""
 
-    def __init__(self, nc: Client, names: BusNames | None = None, timeout: float = 5.0) -> None:
+    def __init__(self, nc: Client, caller: str, names: BusNames | None = None, timeout: float = 5.0) -> None:
         self.nc = nc
+        self.caller = caller
         self.names = names or BusNames()
         self.timeout = timeout
 
     @classmethod
-    async def connect(cls, bus: BusSettings | str, service: str = "cli") -> SimClient:
-        """As `service`: its NATS identity decides which of the sim's requests it may send."""
+    async def connect(cls, bus: BusSettings | str, service: str) -> SimClient:
+        """As `service`: its NATS identity decides which of the sim's requests it may send, and
+        the sim answers only those, sent from its inbox."""
         bus = BusSettings.of(bus)
-        return cls(await bus.connect(service), bus.names)
+        return cls(await bus.connect(service), service, bus.names)
 
     async def close(self) -> None:
         await self.nc.drain()
 
     async def call(self, subject: str, payload: dict[str, Any] | None = None) -> Any:
-        reply = await self.nc.request(self.names.sim(subject), orjson.dumps(payload or {}), timeout=self.timeout)
+        reply = await self.nc.request(
+            self.names.sim_request(self.caller, subject), orjson.dumps(payload or {}), timeout=self.timeout
+        )
         body = orjson.loads(reply.data)
         if isinstance(body, dict) and "error" in body:
             error = body["error"]

@@ -18,20 +18,19 @@ from faststream.specification import AsyncAPI
 from pydantic import BaseModel, Field, create_model
 
 from shared.bus.connection import BusSettings
-from shared.bus.names import SIM_REQUESTS, BusNames
+from shared.bus.names import BusNames
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell
+from shared.bus.topology import PROJECTIONS, SIM_CALLERS, work_of
 from shared.bus.work import WorkConsumer
 from shared.events.contracts import CONTRACTS, Event
 
 TITLE = "nodewright bus"
 SERVER = "nats://localhost:4222"
 TOPOLOGY: dict[str, tuple[str, ...]] = {
-    "scheduler": ("projection",),
-    "disruption": ("projection",),
-    "termination": ("projection", "work:NodeClaimDeletionRequested"),
+    service: ("projection", *(f"work:{work.event_type}" for work in work_of(service))) for service in PROJECTIONS
 }
-"""The consumers each service runs: `projection`, or `work:<EventType>`."""
+"""The consumers each service runs (`shared.bus.topology`): `projection`, or `work:<EventType>`."""
 
 
 class Metadata(BaseModel):
@@ -71,10 +70,15 @@ def _relay(router: NatsRouter, names: BusNames) -> None:
 
 
 def _sim(router: NatsRouter, names: BusNames) -> None:
-    for request in SIM_REQUESTS:
-        router.subscriber(names.sim(request), title=f"sim:{request}", description=f"The sim answers {request}.")(
-            _declared
-        )
+    """A channel per request each service may send, as the sim subscribes them
+    (`shared.bus.topology.SIM_CALLERS`): the subject names the caller."""
+    for caller, requests in SIM_CALLERS.items():
+        for request in requests:
+            router.subscriber(
+                names.sim_request(caller, request),
+                title=f"sim:{caller}:{request}",
+                description=f"The sim answers {request} from the {caller}, replying only to the {caller}'s inbox.",
+            )(_declared)
     router.publisher(names.sim_watch, title="sim:watch", description="A new resource version of the cluster.")
 
 
@@ -99,12 +103,19 @@ def shells(names: BusNames) -> list[ServiceShell]:
             kind, _, event_type = consumer.partition(":")
             if kind == "projection":
                 ProjectionConsumer(shell, _Unused(), lambda event: None)  # type: ignore[arg-type]
+                declare_listening(shell)
             elif kind == "work":
                 WorkConsumer(shell, event_type, _declared_work)
             else:
                 raise ValueError(f"unknown consumer kind {consumer!r} for {service}")
         out.append(shell)
     return out
+
+
+def declare_listening(shell: ServiceShell) -> None:
+    """A projection's plain subscription (`ServiceShell.listening`) as a channel of the document."""
+    for subject, title, description in shell.listening:
+        shell.router.subscriber(subject, title=title, description=description)(_declared)
 
 
 def document(names: BusNames | None = None, *, version: str = "0.1.0") -> AsyncAPI:

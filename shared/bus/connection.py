@@ -33,6 +33,8 @@ class BusSettings:
     password: str | None = field(default=None, repr=False)
     credentials: str | None = None
     """A NATS `.creds` file (JWT and NKey seed), instead of a user and password."""
+    insecure: bool = False
+    """NODEWRIGHT_NATS_INSECURE: run on a server that admits anonymous clients (`shared.bus.trust`)."""
 
     @classmethod
     def of(cls, value: BusSettings | str) -> BusSettings:
@@ -46,7 +48,22 @@ class BusSettings:
             raise ValueError("NODEWRIGHT_NATS_URL is not set")
         password = config.nats_password.get_secret_value() if config.nats_password is not None else None
         creds = str(config.nats_credentials) if config.nats_credentials is not None else None
-        return cls(url, BusNames(config.deployment), config.nats_user, password, creds)
+        return cls(url, BusNames(config.deployment), config.nats_user, password, creds, config.nats_insecure)
+
+    @property
+    def servers(self) -> list[str]:
+        """A cluster's nodes, as `url` lists them (comma-separated)."""
+        return [url.strip() for url in self.url.split(",") if url.strip()]
+
+    @property
+    def has_credentials(self) -> bool:
+        """Whether this process presents an identity: a user, a creds file, or one in its URL."""
+        return self.user is not None or self.credentials is not None or any("@" in url for url in self.servers)
+
+    @property
+    def safe_url(self) -> str:
+        """The servers without any user or password, for messages."""
+        return ",".join(redact_url(url) for url in self.servers)
 
     def acting_as(self, identity: Identity) -> BusSettings:
         return replace(self, user=identity.user, password=identity.password, credentials=None)
@@ -54,6 +71,8 @@ class BusSettings:
     def environment(self) -> dict[str, str]:
         """The `NODEWRIGHT_*` variables that give a child process this bus and identity."""
         env = {"NODEWRIGHT_NATS_URL": self.url, "NODEWRIGHT_DEPLOYMENT": self.names.deployment}
+        if self.insecure:
+            env["NODEWRIGHT_NATS_INSECURE"] = "true"
         if self.user is not None:
             env["NODEWRIGHT_NATS_USER"] = self.user
         if self.password is not None:
@@ -66,14 +85,14 @@ class BusSettings:
         """Keyword arguments of `nats.connect` for this service. `persistent`: keep trying, from
         the first connection on, for ever (a service); else fail at once (a command)."""
         options: dict[str, Any] = {
-            "servers": [url.strip() for url in self.url.split(",") if url.strip()],  # a cluster's nodes
+            "servers": self.servers,
             "name": f"nodewright-{self.names.deployment}-{service}",
             "inbox_prefix": self.names.inbox(service).encode(),
             "connect_timeout": CONNECT_TIMEOUT,
             "reconnect_time_wait": RECONNECT_WAIT,
-            "max_reconnect_attempts": -1 if persistent else 0,
+            "max_reconnect_attempts": -1 if persistent else 1,  # 0 makes nats-py retry a refused first connect for ever
             "allow_reconnect": persistent,
-            "error_cb": _log_error,
+            "error_cb": log_error,
         }
         if self.user is not None:
             options["user"] = self.user
@@ -98,6 +117,12 @@ class BusSettings:
         return await nats.connect(**self.nats_options(service, persistent=persistent))
 
 
-async def _log_error(error: Exception) -> None:
+def redact_url(url: str) -> str:
+    """`nats://host:port` of `nats://user:password@host:port`, however the userinfo is written."""
+    scheme, sep, rest = url.rpartition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
+
+
+async def log_error(error: Exception) -> None:
     """One line per connection error (nats-py's default prints a traceback each time)."""
     log.warning("nats connection error: %r", error)

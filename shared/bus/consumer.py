@@ -26,7 +26,8 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
 from shared.bus.dead import DeadLetters
-from shared.bus.wire import Foreign, Malformed, problems
+from shared.bus.wire import Malformed, problems
+from shared.events.envelope import RecordedEvent
 from shared.runtime.outages import is_outage
 
 MAX_DELIVER = 5
@@ -68,12 +69,6 @@ class Policy:
     def middleware(self) -> Callable[..., BaseMiddleware]:
         return partial(_Guard, policy=self)
 
-    def foreign(self, exc: Foreign) -> None:
-        """Another store's message: acknowledged and skipped, said once per consumer and process."""
-        if not self._counters.get("foreign"):
-            log.warning("%s: skipping another event store's messages on this stream: %s", self.consumer, exc)
-        self.count("foreign")
-
     def count(self, outcome: str) -> None:
         counter = self._counters.get(outcome)
         if counter is None:  # a labelled child is looked up once: this runs for every message
@@ -85,6 +80,11 @@ class Policy:
         self.count("dead")
         if self.on_dead is not None:
             await self.on_dead(raw)
+
+    async def bury_event(self, event: RecordedEvent, reason: str) -> None:
+        """A store's event this consumer could not handle (no message of its own to bury)."""
+        await self.dead.send_event(event, reason, self.consumer)
+        self.count("dead")
 
 
 def _test_deliveries() -> int:
@@ -118,9 +118,6 @@ class _Guard(BaseMiddleware):
         policy = self.policy
         try:
             result = await call_next(msg)
-        except Foreign as exc:
-            policy.foreign(exc)
-            return None
         except Malformed as exc:
             await policy.bury(raw, str(exc))
             return None

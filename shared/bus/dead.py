@@ -20,6 +20,7 @@ from nats.js.errors import NotFoundError
 from prometheus_client import CollectorRegistry, Counter
 
 from shared.bus.names import DEAD_SERVICE, MSG_ID, ORIGINAL_SUBJECT, REASON, BusNames
+from shared.events.envelope import RecordedEvent
 
 log = logging.getLogger("nodewright.bus")
 
@@ -37,15 +38,23 @@ class DeadLetters:
         )
 
     async def send(self, raw: Msg, reason: str, consumer: str) -> None:
-        headers = {REASON: reason[:4000], ORIGINAL_SUBJECT: raw.subject, DEAD_SERVICE: self.service}
         original = (raw.headers or {}).get(MSG_ID)
-        if original:  # a message dead-lettered twice (a redelivery) is kept once
-            headers[MSG_ID] = self.names.dead_msg_id(self.service, original)
+        await self._publish(raw.data, raw.subject, original, reason, consumer)
+
+    async def send_event(self, event: RecordedEvent, reason: str, consumer: str) -> None:
+        """A store's event (a projection that could not apply it), as the relay would carry it."""
+        subject = self.names.event_subject(event.stream_id, event.type)
+        await self._publish(orjson.dumps(event.to_json_dict()), subject, f"event:{event.event_id}", reason, consumer)
+
+    async def _publish(self, body: bytes, subject: str, original: str | None, reason: str, consumer: str) -> None:
+        headers = {REASON: reason[:4000], ORIGINAL_SUBJECT: subject, DEAD_SERVICE: self.service}
+        if original:  # a message dead-lettered twice (a redelivery, a replica's copy) is kept once
+            headers[MSG_ID] = self.names.dead_msg_id(self.service, f"{consumer}:{original}")
         await self.broker.publish(
-            raw.data, self.names.dead(self.service), headers=headers, stream=self.names.stream, timeout=5.0
+            body, self.names.dead(self.service), headers=headers, stream=self.names.stream, timeout=5.0
         )
         self.total.labels(self.service, consumer).inc()
-        log.warning("dead letter from %s (%s): %s", raw.subject, consumer, reason)
+        log.warning("dead letter from %s (%s): %s", subject, consumer, reason)
 
 
 @dataclass(frozen=True, slots=True)

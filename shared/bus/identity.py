@@ -1,14 +1,19 @@
 """Who may say what on the bus: one NATS user per service, each allowed its own subjects only.
 
-Only the relay publishes events; only the services that act on the world send the sim's
-commands (the scheduler launches, termination drains and deletes, the watcher reads and writes
-NodePool status); every consumer may create consumers on its deployment's stream and publish
-its own dead letters; nobody is anonymous. `server_config` writes the `authorization` block of
+Only the relay publishes events; only the services that act on the world send the sim's requests,
+each on subjects of its own and only the requests it makes (`shared.bus.topology`); a projection
+only listens to the events; a work consumer only fetches from, and acknowledges on, its own
+provisioned pull consumer; a consumer publishes its own dead letters and nothing else on the
+stream. No service may create, change or delete a stream or a consumer: a consumer's deliver
+subject is the one thing NATS permissions cannot see, and a push consumer pointed at another
+service's subject would have the server deliver there for it. The `setup` identity provisions
+the streams and the pull consumers once (`nodewright bus setup`, as `migrate` does the schema),
+and does nothing else. Nobody is anonymous. `server_config` writes the `authorization` block of
 a nats-server configuration for one or more deployments; `nodewright up` and the test fixtures
 start nats-server with it, and hand each service its own user and password.
 
 User names are `<deployment>-<service>`; a service's inbox prefix is `_INBOX.<deployment>.<service>`,
-so replies and push deliveries to it reach no other user.
+so replies to it reach no other user.
 """
 
 from __future__ import annotations
@@ -21,29 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from shared.bus.names import BusNames
+from shared.bus.topology import PROJECTIONS, SIM_CALLERS, work_of
 
-SERVICES = ("relay", "scheduler", "watcher", "disruption", "termination", "sim", "cli")
-"""Every identity a deployment has. `cli` reads the stream (dead letters) and sends nothing."""
-
-_SIM_READS = ("cluster.snapshot", "cluster.changes")
-_SIM_BY_SERVICE: dict[str, tuple[str, ...]] = {
-    "scheduler": ("cloud.instance-types", "cloud.create", "cloud.list", "cluster.event"),
-    "watcher": (*_SIM_READS, "cluster.nodepool-condition"),
-    "disruption": ("cloud.instance-types", "cloud.list", "cluster.event"),
-    "termination": (
-        "cluster.taint",
-        "cluster.untaint",
-        "cluster.label-node",
-        "cluster.annotate-nodeclaim",
-        "cluster.evict",
-        "cluster.delete-pod",
-        "cluster.delete-node",
-        "cluster.event",
-        "cloud.delete",
-        "cloud.list",
-    ),
-}
-_CONSUMERS = ("scheduler", "disruption", "termination", "cli")
+SERVICES = ("relay", "scheduler", "watcher", "disruption", "termination", "sim", "cli", "setup")
+"""Every identity a deployment has. `cli` reads the stream (dead letters) and sends nothing;
+`setup` provisions streams and consumers and sends nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,40 +48,45 @@ def user_name(names: BusNames, service: str) -> str:
 def permissions(names: BusNames, service: str) -> Permissions:
     if service not in SERVICES:
         raise ValueError(f"no bus identity for {service!r}: one of {', '.join(SERVICES)}")
-    stream = names.stream
+    stream, journal = names.stream, names.sim_journal_stream
     publish: list[str] = []
     subscribe = [f"{names.inbox(service)}.>"]
-    if service in _CONSUMERS or service == "relay":
-        publish += ["$JS.API.INFO", f"$JS.API.STREAM.INFO.{stream}", f"$JS.API.STREAM.MSG.GET.{stream}"]
-    if service in _CONSUMERS:
+    if service == "setup":
+        for name in (stream, journal):
+            publish += [f"$JS.API.STREAM.{verb}.{name}" for verb in ("INFO", "CREATE", "UPDATE")]
         publish += [
-            f"$JS.API.CONSUMER.CREATE.{stream}",
-            f"$JS.API.CONSUMER.CREATE.{stream}.>",
-            f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.>",
-            f"$JS.API.CONSUMER.INFO.{stream}.>",
-            f"$JS.API.CONSUMER.MSG.NEXT.{stream}.>",
-            f"$JS.ACK.{stream}.>",
-            f"$JS.FC.{stream}.>",
+            "$JS.API.INFO",
+            f"$JS.API.CONSUMER.INFO.{stream}.*",
+            f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.*",
+            f"$JS.API.CONSUMER.CREATE.{stream}.*",
+            f"$JS.API.CONSUMER.CREATE.{stream}.*.>",
+            f"$JS.API.CONSUMER.DELETE.{stream}.*",
         ]
-        if service != "cli":
-            publish.append(names.dead(service))
+        return Permissions(tuple(publish), tuple(subscribe))
+    if service in (*PROJECTIONS, "relay", "cli"):
+        publish += ["$JS.API.INFO", f"$JS.API.STREAM.INFO.{stream}", f"$JS.API.STREAM.MSG.GET.{stream}"]
+    if service in PROJECTIONS:
+        subscribe.append(names.events)
+        publish.append(names.dead(service))
+    for work in work_of(service):
+        publish += [
+            f"$JS.API.CONSUMER.INFO.{stream}.{work.durable}",
+            f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{work.durable}",
+            f"$JS.ACK.{stream}.{work.durable}.>",
+        ]
     if service == "relay":
-        publish += [names.events, f"$JS.API.STREAM.CREATE.{stream}", f"$JS.API.STREAM.UPDATE.{stream}"]
-    publish += [names.sim(request) for request in _SIM_BY_SERVICE.get(service, ())]
+        publish.append(names.events)
+    publish += [names.sim_request(service, request) for request in SIM_CALLERS.get(service, ())]
     if service == "watcher":
         subscribe.append(names.sim_watch)
     if service == "sim":
-        journal = names.sim_journal_stream
         publish += [
             names.sim_watch,
             names.sim_journal("*"),
             "$JS.API.INFO",
-            *(f"$JS.API.STREAM.{verb}.{journal}" for verb in ("INFO", "CREATE", "UPDATE", "PURGE", "MSG.GET")),
-            f"$JS.API.CONSUMER.CREATE.{journal}",
-            f"$JS.API.CONSUMER.CREATE.{journal}.>",
-            f"$JS.API.CONSUMER.MSG.NEXT.{journal}.>",
+            *(f"$JS.API.STREAM.{verb}.{journal}" for verb in ("INFO", "PURGE", "MSG.GET")),
         ]
-        subscribe += [names.sim("cluster.>"), names.sim("cloud.>")]
+        subscribe += [names.sim_request(caller, request) for caller, asks in SIM_CALLERS.items() for request in asks]
         return Permissions(tuple(publish), tuple(subscribe), responses=True)
     return Permissions(tuple(publish), tuple(subscribe))
 

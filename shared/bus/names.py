@@ -30,6 +30,8 @@ SIM_REQUESTS = (
     "cluster.changes",
     "cluster.taint",
     "cluster.untaint",
+    "cluster.label-node",
+    "cluster.annotate-nodeclaim",
     "cluster.evict",
     "cluster.delete-pod",
     "cluster.delete-node",
@@ -40,7 +42,7 @@ SIM_REQUESTS = (
     "cloud.delete",
     "cloud.list",
 )
-"""The sim's request subjects, each under `<deployment>.sim.`."""
+"""The sim's requests, each on `<deployment>.sim.<caller>.<request>` (`BusNames.sim_request`)."""
 
 
 class BadDeployment(ValueError):
@@ -96,8 +98,13 @@ class BusNames:
         return f"{self.deployment}:dead:{service}:{original}"
 
     def sim(self, request: str) -> str:
-        """`<deployment>.sim.<request>`, for one of SIM_REQUESTS or `watch`."""
+        """`<deployment>.sim.<request>`: `watch`, or `journal.<world>`."""
         return f"{self.deployment}.sim.{request}"
+
+    def sim_request(self, caller: str, request: str) -> str:
+        """`<deployment>.sim.<caller>.<request>`: one of SIM_REQUESTS from one service. Each caller
+        publishes on its own subjects only, so the sim knows who asks (`shared.bus.topology`)."""
+        return f"{self.deployment}.sim.{caller}.{request}"
 
     @property
     def sim_watch(self) -> str:

@@ -1,19 +1,20 @@
 """A projection consumer: every replica keeps a complete, ordered projection of the log.
 
-The log is its checkpoint. On start it reads the relay's checkpoint (position P, carried by the
-stream's message S), folds the store up to P (every position there is settled: committed, or
-lost to a rollback), and follows the stream from sequence S + 1 on a push consumer of its own
-(named after the service and this replica, dropped by the server once the replica has been gone
-`INACTIVE` seconds). Each event is applied at most once, by its log position:
-- a position at or below the projection's is acknowledged and skipped (a redelivery, a copy);
-- the next position is applied;
-- a later one means positions were not delivered here (published before the subscription, or
-  lost on the way): they are read from the store first, where the relay's publishing of a later
-  position proves them settled, and a position still being written is waited for.
-So a restart after a crash resumes without a gap, and no event is applied twice. A `reach`
-lets the leader wait until its own appends are in the projection (the bus first, the store
-after `REACH_WAIT`). A periodic watch recreates the server-side consumer if it vanished (a
-server that lost its state) from the last sequence handled.
+The store is the only source of what is applied. On start it folds the store up to the relay's
+checkpoint; then it listens to the deployment's event subjects (a plain subscription: no
+server-side consumer, so its user may create none) and takes each message as a claim, "the log
+holds this event at this position", which it checks before anything is applied:
+- an envelope that is not what it says (subject, headers), or of an unknown store, is
+  dead-lettered with the reason;
+- a position beyond the store's head is dead-lettered: nothing is skipped to reach it;
+- otherwise the store's events up to that position are applied, in order, each once (a position
+  known lost to a rolled-back append is stepped over, one still being written is waited for),
+  and the message is compared with the store's event at its position: a different event there
+  is dead-lettered.
+A message lost on the way only delays: every tick folds the store to the relay's checkpoint. A
+`reach` lets the leader wait until its own appends are in the projection. An event the projection
+itself fails to apply is tried `max_deliver` times, then dead-lettered (counted) and stepped over,
+so one bad event never stops the service.
 """
 
 from __future__ import annotations
@@ -21,36 +22,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
-import warnings
+from collections import OrderedDict, deque
 from collections.abc import Callable, Collection
 
-from faststream import AckPolicy
-from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsRouter
-from nats.js.errors import NotFoundError
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from prometheus_client import Counter, Gauge
 
-from shared.bus.consumer import Policy, delivery
+from shared.bus.consumer import Policy
 from shared.bus.relay import read_checkpoint
 from shared.bus.service import ServiceShell, StartupError
-from shared.bus.wire import Malformed, check_delivery, contract
+from shared.bus.wire import Malformed, check_message, contract, decode
 from shared.events.envelope import RecordedEvent
+from shared.runtime.outages import OUTAGES, Backoff
 from shared.store.eventstore import EventStore
 from shared.store.gaps import GapWatch
 
-INACTIVE = 600.0
-"""Seconds after which the server drops the consumer of a replica that went away."""
-ACK_WAIT = 30.0
-MAX_ACK_PENDING = 10_000
 REACH_WAIT = 1.0
-FILL_PAGE = 5000
 """How long `reach` waits for the bus before it reads the store itself."""
+FILL_PAGE = 5000
 SETTLE_WAIT = 60.0
 """How long a fill waits for a position whose writer is still running before it gives up."""
 GAP_POLL = 0.002
 CAUGHT_UP = 1000
-"""Ready while fewer messages than this wait on the server-side consumer."""
+"""Ready while the projection is fewer events than this behind the relay."""
+BATCH = 1000
+"""Messages checked together: one read of the store serves them all."""
+RECENT = 10_000
+"""Events applied lately, kept to check a message that arrives after the store brought its event."""
 
 Apply = Callable[[RecordedEvent], object]
 
@@ -70,54 +70,41 @@ class ProjectionConsumer:
         max_deliver: int = 5,
     ) -> None:
         """`apply` takes each event in position order, once. `validate`: the event types whose
-        payloads must keep their contract (the ones `apply` reads); others pass on their envelope."""
+        payloads must keep their contract (the ones `apply` reads)."""
         self.shell, self.store, self._apply = shell, store, apply
         self.name = name or f"{shell.name}-projection"
         self.relay = relay
         self.validate = frozenset(validate)
-        self.durable = f"{shell.name}-{secrets.token_hex(5)}"
         self.position = 0
-        self.sequence = 0
+        self.head = 0
+        """The highest position the store was seen to hold."""
         self.store_id = ""  # the store's id (`LogReader.identity`), read as it catches up
         self.applied = 0
         self.subscribed = False
-        self.pending = 0
+        self.behind = 0
         self.changed = asyncio.Event()
         """Set whenever events were applied: for the service's main loop (its one waiter) to clear."""
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._lock = asyncio.Lock()
         self._gaps = GapWatch(store)
-        self._failures: dict[int, int] = {}
         self._max_deliver = max_deliver
-        names = shell.names
-        self.config = ConsumerConfig(
-            ack_wait=ACK_WAIT,
-            max_deliver=-1,
-            max_ack_pending=MAX_ACK_PENDING,
-            inactive_threshold=INACTIVE,
-            opt_start_seq=1,
-        )
+        self._recent: OrderedDict[int, RecordedEvent] = OrderedDict()
+        self._queue: deque[Msg] = deque()
+        self._arrived = asyncio.Event()
+        self._subscription: Subscription | None = None
+        self._worker: asyncio.Task[None] | None = None
         self.policy = Policy(self.name, shell.dead, shell.outcomes, max_deliver=max_deliver)
-        router = NatsRouter()
-        with warnings.catch_warnings():
-            # faststream warns that a durable push consumer does not scale out: this one is this
-            # replica's own on purpose (every replica sees every event)
-            warnings.filterwarnings("ignore", message="The JetStream Push consumer", category=RuntimeWarning)
-            self.subscriber = router.subscriber(
-                names.events,
-                stream=JStream(names.stream, declare=False),
-                durable=self.durable,
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                config=self.config,
-                ack_policy=AckPolicy.NACK_ON_ERROR,
-                title=f"{self.name}:{names.events}",
-                description=f"Every event, in log position order, into {shell.name}'s projection (each replica).",
-            )
-        self.subscriber(self.receive)
-        shell.router.include_router(router, middlewares=[self.policy.middleware()])
         shell.before_start.append(self.catch_up)
-        shell.every_tick.append(self.watch)
+        shell.every_tick.append(self.tick)
+        shell.after_stop.append(self._stop)
         shell.readiness.append(self._ready)
+        shell.listening.append(
+            (
+                shell.names.events,
+                f"{self.name}:{shell.names.events}",
+                f"Every event, checked against the store, into {shell.name}'s projection (each replica).",
+            )
+        )
         registry = shell.registry
         self.position_gauge = Gauge(
             "nodewright_projection_position", "The last log position applied.", ["consumer"], registry=registry
@@ -127,74 +114,112 @@ class ProjectionConsumer:
         ).labels(self.name)
         self.filled_total = Counter(
             "nodewright_projection_events_filled_total",
-            "Events read from the store because the bus had not brought them (catch-up and gaps).",
+            "Events applied before the bus brought them (catch-up, a lost message, a reach).",
             ["consumer"],
             registry=registry,
         ).labels(self.name)
 
-    # --- start and watch -------------------------------------------------------------------------
+    # --- start, tick, stop -----------------------------------------------------------------------
 
     async def catch_up(self) -> None:
-        """Fold the store to the relay's checkpoint; the subscription starts at the message after it."""
+        """Listen first (what arrives meanwhile waits), then fold the store to the relay's
+        checkpoint, then check what arrived."""
+        await self._stop()
         self.store_id = await self.store.identity()
+        self._subscription = await self.shell.connection.subscribe(self.shell.names.events, cb=self._arrive)
         checkpoint = await read_checkpoint(self.store, self.relay)
         async with self._lock:
             if checkpoint.position > self.position:
-                await self._fill(checkpoint.position)
-            start = await self._start_sequence(max(checkpoint.sequence, self.sequence))
-        self.config.opt_start_seq = start
+                await self._fill(checkpoint.position, filled=True)
+        self._worker = asyncio.create_task(self._work())
         self.subscribed = True
 
-    async def _start_sequence(self, after: int) -> int:
-        """`after + 1`, unless the stream is younger than that (recreated by a server that lost
-        its state): then its first message; positions already applied are skipped anyway."""
-        connection = self.shell.connection
-        info = await connection.jetstream().stream_info(self.shell.names.stream)
-        if info.state.last_seq < after:
-            return max(info.state.first_seq, 1)
-        return after + 1
-
-    async def watch(self) -> None:
-        """The consumer's backlog, for readiness; a consumer the server no longer has is made
-        again from the message after the last one handled."""
+    async def tick(self) -> None:
+        """Fold the store to the relay's checkpoint: a message lost on the way costs a tick."""
         if not self.subscribed:
             return
-        js = self.shell.connection.jetstream()
-        try:
-            info = await js.consumer_info(self.shell.names.stream, self.durable)
-        except NotFoundError:
-            log.warning("%s: the server lost consumer %s; subscribing again", self.name, self.durable)
-            await self.subscriber.stop()
-            self.config.opt_start_seq = await self._start_sequence(self.sequence)
-            await self.subscriber.start()
-            return
-        self.pending = int(info.num_pending)
+        checkpoint = await read_checkpoint(self.store, self.relay)
+        self.behind = max(checkpoint.position - self.position, 0)
+        if self.behind and not self._queue:
+            async with self._lock:
+                await self._fill(checkpoint.position, filled=True)
+
+    async def _stop(self) -> None:
+        self.subscribed = False
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        if self._subscription is not None:
+            with contextlib.suppress(Exception):
+                await self._subscription.unsubscribe()
+            self._subscription = None
+        self._queue.clear()
 
     async def _ready(self) -> str | None:
         if not self.subscribed:
             return f"{self.name}: catching up from the store"
-        if self.pending >= CAUGHT_UP:
-            return f"{self.name}: catching up, {self.pending} message(s) not taken yet"
+        if self.behind >= CAUGHT_UP:
+            return f"{self.name}: catching up, {self.behind} event(s) behind the relay"
         return None
 
     # --- the bus --------------------------------------------------------------------------------
 
-    async def receive(self, event: RecordedEvent) -> None:
-        """One event from the stream (the guard around it deals with what this raises)."""
-        raw = delivery()
-        check_delivery(raw, event, self.shell.names, self.store_id)
-        if event.type in self.validate:
-            contract(event)
-        async with self._lock:
-            if event.position <= self.position:
-                self.policy.count("skipped")
+    async def _arrive(self, msg: Msg) -> None:
+        self._queue.append(msg)
+        self._arrived.set()
+
+    async def _work(self) -> None:
+        backoff = Backoff()
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            while self._queue:
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), BATCH))]
+                try:
+                    async with self._lock:
+                        await self._check(batch)
+                    backoff.reset()
+                except OUTAGES as exc:  # not the messages' fault: checked again once the store answers
+                    self._queue.extendleft(reversed(batch))
+                    log.warning("%s: a server is out of reach (%r); checking again later", self.name, exc)
+                    await backoff.wait(None)
+                except Exception:
+                    log.exception(
+                        "%s: checking %d message(s) failed; the store brings their events", self.name, len(batch)
+                    )
+
+    async def _check(self, batch: list[Msg]) -> None:
+        """Each message against the store; the store's events up to the furthest real one applied."""
+        claims: list[tuple[Msg, RecordedEvent]] = []
+        for msg in batch:
+            try:
+                event = decode(msg.data)
+                check_message(msg, event, self.shell.names, self.store_id)
+            except Malformed as exc:
+                await self.policy.bury(msg, str(exc))
+                continue
+            claims.append((msg, event))
+        before = self.position  # a message at or below it is a copy of what the store brought
+        furthest = max((event.position for _, event in claims), default=0)
+        if furthest > self.position:
+            await self._fill(furthest, at_head=True)
+        if furthest > self.position:  # the fill stopped short of it: the head, or a lost position
+            self.head = await self.store.head_position()
+        for msg, event in claims:
+            if event.position > self.head:
+                await self.policy.bury(msg, f"position {event.position} is beyond the store's head ({self.head})")
+                continue
+            stored = self._recent.get(event.position) or await self.store.read_position(event.position)
+            if stored is None:
+                await self.policy.bury(msg, f"the store holds no event at position {event.position}")
+            elif stored != event:
+                await self.policy.bury(
+                    msg, f"position {event.position} holds another event in the store ({stored.type} {stored.event_id})"
+                )
             else:
-                if event.position > self.position + 1:
-                    await self._fill(event.position - 1)
-                self._take([event])
-                self.policy.count("handled")
-        if raw.metadata is not None:
-            self.sequence = max(self.sequence, raw.metadata.sequence.stream)
+                self.policy.count("skipped" if event.position <= before else "handled")
 
     async def reach(self, position: int, *, wait: float = REACH_WAIT) -> None:
         """Return once every event up to `position` is applied: by the bus if it brings them
@@ -211,14 +236,16 @@ class ProjectionConsumer:
                     self._waiters.remove((position, arrived))
         if self.position < position:
             async with self._lock:
-                await self._fill(position)
+                await self._fill(position, filled=True)
 
     # --- the store ------------------------------------------------------------------------------
 
-    async def _fill(self, upto: int) -> None:
+    async def _fill(self, upto: int, *, filled: bool = False, at_head: bool = False) -> None:
         """Apply the store's events after the projection's position up to `upto`, in order; a
         missing position is stepped over once it is known lost, and waited for while its writer
-        may still commit. Call with the lock held."""
+        may still commit. `filled`: not for a message the bus brought (counted apart). `at_head`:
+        stop at the store's head instead of waiting past it (a message's claim, not yet checked).
+        Call with the lock held."""
         started = time.monotonic()
         while self.position < upto:
             hole = None
@@ -233,29 +260,29 @@ class ProjectionConsumer:
                             hole = self.position + len(ready) + 1
                             break
                         ready.append(event)
-                    self._take(ready, filled=True)
+                    await self._take(ready, filled=filled)
                     if hole is not None or len(ready) < len(page):
                         break
             if self.position >= upto:
                 return
             hole = hole or self.position + 1
+            if at_head and hole > (head := await self.store.head_position()):
+                self.head = head
+                return  # nothing was committed there: no real message claims it
             if await self._gaps.lost(hole):
                 self.position = hole  # a rolled-back append's position: nothing will ever be there
                 continue
             if time.monotonic() - started > SETTLE_WAIT:
-                raise Malformed(f"position {hole} is still being written after {SETTLE_WAIT:.0f} s")
+                raise StartupError(f"position {hole} is still being written after {SETTLE_WAIT:.0f} s")
             await asyncio.sleep(GAP_POLL)
 
-    def _take(self, events: list[RecordedEvent], *, filled: bool = False) -> None:
+    async def _take(self, events: list[RecordedEvent], *, filled: bool) -> None:
         applied = 0
         try:
             for event in events:
-                try:
-                    self._apply(event)
-                except Exception:
-                    self._failed(event)
-                    continue
+                await self._apply_one(event)
                 self.position = event.position
+                self._remember(event)
                 applied += 1
         finally:
             if applied:
@@ -263,28 +290,33 @@ class ProjectionConsumer:
                 self.applied_total.inc(applied)
                 if filled:
                     self.filled_total.inc(applied)
+                self.head = max(self.head, self.position)
                 self.position_gauge.set(self.position)
                 self.changed.set()
                 self._wake()
+
+    async def _apply_one(self, event: RecordedEvent) -> None:
+        """Apply, tried `max_deliver` times; then to the dead letters, counted, and stepped over."""
+        for tries in range(1, self._max_deliver + 1):
+            try:
+                if event.type in self.validate:
+                    contract(event)
+                self._apply(event)
+                return
+            except Exception as exc:
+                self.policy.count("failed")
+                if tries == self._max_deliver:
+                    log.exception(
+                        "%s: %s at %d could not be applied %d times", self.name, event.type, event.position, tries
+                    )
+                    await self.policy.bury_event(event, f"the projection failed {tries} times, last: {exc!r}")
+
+    def _remember(self, event: RecordedEvent) -> None:
+        self._recent[event.position] = event
+        if len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
 
     def _wake(self) -> None:
         for position, arrived in self._waiters:
             if position <= self.position and not arrived.done():
                 arrived.set_result(None)
-
-    def _failed(self, event: RecordedEvent) -> None:
-        """An event the projection cannot apply: tried again on its next delivery or fill, and
-        after `max_deliver` tries stepped over (logged), so one bad event never stops the service."""
-        tries = self._failures[event.position] = self._failures.get(event.position, 0) + 1
-        if tries < self._max_deliver:
-            raise ProjectionError(f"{self.name}: applying {event.type} at position {event.position} failed")
-        self._failures.pop(event.position, None)
-        log.exception(
-            "%s: %s at %d could not be applied %d times; stepped over", self.name, event.type, event.position, tries
-        )
-        self.policy.count("dead")
-        self.position = event.position
-
-
-class ProjectionError(StartupError):
-    """An event the projection could not apply (yet): its delivery, or the start-up, is tried again."""

@@ -4,7 +4,8 @@
   service declares its subscribers on (request handlers, and the consumers of
   `shared.bus.projection` and `shared.bus.work`, each on a router of its own under this one).
 - Start-up rides out servers that are not there yet: the health port comes up first, then the
-  bus is connected, every start-up step (a projection's catch-up from the store) runs, and the
+  bus is checked (`shared.bus.trust`: a server that admits anyone is refused) and connected,
+  every start-up step (a projection's catch-up from the store) runs, and the
   subscribers start; whatever fails is tried again with backoff while `/readyz` says why.
 - `/healthz`, `/readyz` (connected to NATS, every readiness check passing, not in a crash loop
   its supervisor told it of: `shared.runtime.crashes`) and `/metrics` on the
@@ -31,6 +32,7 @@ from faststream.nats import NatsBroker, NatsRouter
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from shared.bus import trust
 from shared.bus.connection import BusSettings
 from shared.bus.consumer import DeadLetters, outcome_counter
 from shared.config import settings
@@ -73,6 +75,10 @@ class ServiceShell:
         self.before_start: list[Step] = []
         """Run, in order, once connected and before any subscriber starts (again after a failure)."""
         self.every_tick: list[Step] = []
+        self.after_stop: list[Step] = []
+        self.listening: list[tuple[str, str, str]] = []
+        """Plain subscriptions outside the router (subject, title, description), for the AsyncAPI document."""
+        """Run once it has stopped (a projection's worker and subscription)."""
         self.started = asyncio.Event()
         self.starting: str | None = "not started"
         self._runner: web.AppRunner | None = None
@@ -81,6 +87,9 @@ class ServiceShell:
         """Where /metrics listens when NODEWRIGHT_METRICS_ADDRESS gives it a port of its own."""
         self._ticks: asyncio.Task[None] | None = None
         self._included = False
+        self.trusted = False
+        self.warnings: list[str] = []
+        """What insecure mode let through (`shared.bus.trust`), said on /readyz for as long as it runs."""
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -111,6 +120,11 @@ class ServiceShell:
             return
 
     async def _begin(self) -> bool:
+        if not self.trusted:  # Untrusted is no outage: it ends the service
+            self.warnings = await trust.check(self.bus, self.name)
+            self.trusted = True
+            for warning in self.warnings:
+                log.warning(warning, service=self.name)
         await self.broker.connect()
         for step in self.before_start:
             await step()
@@ -132,6 +146,9 @@ class ServiceShell:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticks
             self._ticks = None
+        for step in self.after_stop:
+            with contextlib.suppress(Exception):
+                await step()
         for runner in (self._runner, self._metrics_runner):
             if runner is not None:
                 await runner.cleanup()
@@ -200,6 +217,8 @@ class ServiceShell:
     async def _readyz(self, request: web.Request) -> web.Response:
         reasons = await self.not_ready()
         body: dict[str, Any] = {"ready": not reasons, "service": self.name, "reasons": reasons}
+        if self.warnings:
+            body["warnings"] = self.warnings
         return web.json_response(body, status=200 if not reasons else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:

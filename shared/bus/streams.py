@@ -1,5 +1,5 @@
-"""The JetStream streams of a deployment (its events, the sim's journal), and how to make sure
-each exists: the relay and the sim do."""
+"""The JetStream streams of a deployment (its events, the sim's journal), and how to bring one up to
+date: only `shared.bus.setup` does."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ async def ensure_stream(
 ) -> None:
     """Create the stream, or bring an existing one's subjects, window and replicas (a cluster's
     copies of every message: 3 survive the loss of a node) up to date."""
-    await _ensure(js, stream_config(names, duplicate_window, replicas))
+    await ensure(js, stream_config(names, duplicate_window, replicas))
 
 
 def sim_journal_config(names: BusNames, replicas: int = 1) -> StreamConfig:
@@ -51,11 +51,7 @@ def sim_journal_config(names: BusNames, replicas: int = 1) -> StreamConfig:
     )
 
 
-async def ensure_sim_journal(js: JetStreamContext, names: BusNames, replicas: int = 1) -> None:
-    await _ensure(js, sim_journal_config(names, replicas))
-
-
-async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
+async def ensure(js: JetStreamContext, config: StreamConfig) -> None:
     """Create the stream, or update one whose subjects, replicas or (when `config` sets one)
     duplicate window differ."""
     try:

@@ -20,11 +20,6 @@ class Malformed(ValueError):
     """A message that is not a valid nodewright event where it was found."""
 
 
-class Foreign(ValueError):
-    """A message another event store's relay put on this deployment's stream (the database was
-    replaced, its stream kept): not this store's event, whatever it says. Skipped."""
-
-
 def problems(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
 
@@ -50,12 +45,18 @@ def decode(body: bytes) -> RecordedEvent:
 
 
 def check_delivery(raw: Msg, recorded: RecordedEvent, names: BusNames, store: str) -> None:
-    """The message came from this deployment's stream, on the subject of its type and stream,
-    with the id and position of its body: a message published anywhere else, or relabelled, is
-    refused however valid its payload."""
+    """A JetStream delivery came from this deployment's stream, and is what `check_message` asks."""
     stream = raw.metadata.stream if raw.metadata else None
     if stream != names.stream:
         raise Malformed(f"delivered from stream {stream!r}, not {names.stream!r}")
+    check_message(raw, recorded, names, store)
+
+
+def check_message(raw: Msg, recorded: RecordedEvent, names: BusNames, store: str) -> None:
+    """The message is on the subject of its event's type and stream, with the store, id and
+    position of its body: one published anywhere else, relabelled, or of a store this
+    deployment does not have, is refused however valid its payload. It may still not be in the
+    store: that is the consumer's to check (`shared.bus.projection`, `shared.bus.work`)."""
     expected = names.event_subject(recorded.stream_id, recorded.type)
     if raw.subject != expected:
         raise Malformed(
@@ -64,7 +65,7 @@ def check_delivery(raw: Msg, recorded: RecordedEvent, names: BusNames, store: st
         )
     headers: dict[str, Any] = raw.headers or {}
     if headers.get(STORE) != store:
-        raise Foreign(f"header {STORE} {headers.get(STORE)!r} is not this event store's {store!r}")
+        raise Malformed(f"header {STORE} {headers.get(STORE)!r} names an unknown store (this one is {store!r})")
     if headers.get(MSG_ID) != names.msg_id(recorded.event_id, store):
         expected = names.msg_id(recorded.event_id, store)
         raise Malformed(f"header {MSG_ID} {headers.get(MSG_ID)!r} is not {expected!r}")

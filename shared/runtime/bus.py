@@ -2,7 +2,8 @@
 service (`shared.bus.identity`), started for the command and stopped after it.
 
 An embedded server gets fresh passwords at every start, written only to its configuration file
-(owner-readable, under the data directory) and handed to each child process in its environment.
+(owner-readable, under the data directory) and handed to each child process in its environment;
+its streams and consumers are set up as soon as it runs (`shared.bus.setup`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from shared.bus.connection import BusSettings
 from shared.bus.identity import Identity, generate, server_config, user_name
 from shared.bus.names import BusNames
+from shared.bus.setup import set_up
 from shared.config import Settings
+from shared.runtime import loop
 from shared.runtime.servers import EmbeddedNats
 
 
@@ -54,4 +57,6 @@ def local_bus(settings: Settings) -> Iterator[LocalBus]:
         settings.data_dir / "nats", config=server_config([names], identities), probe=probe_options(cli, "cli")
     )
     with server:
-        yield LocalBus(BusSettings(server.url, names), identities)
+        local = LocalBus(BusSettings(server.url, names), identities)
+        loop.run(set_up(local.acting_as("setup"), ack_wait=settings.termination_ack_wait))  # the server is ours
+        yield local

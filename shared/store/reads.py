@@ -232,6 +232,12 @@ class LogReader(ABC):
                 await raw.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
                 yield raw
 
+    async def read_position(self, position: int) -> RecordedEvent | None:
+        """The event at `position`, if the log holds one (a consumer checks a message by it)."""
+        async with self.driver_connection() as raw:
+            row = await raw.fetchrow(f"SELECT {sql.EVENT_COLUMNS} FROM events WHERE position = $1", position)
+        return _recorded(row) if row is not None else None
+
     async def head_position(self) -> int:
         async with self.driver_connection() as raw:
             return await raw.fetchval("SELECT coalesce(max(position), 0) FROM events")

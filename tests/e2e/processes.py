@@ -66,11 +66,22 @@ class Service:
 
 
 class System:
-    """Service processes of one deployment, as `nodewright up` starts them."""
+    """Service processes of one deployment, as `nodewright up` starts them: on a bus set up
+    first by `nodewright bus setup`, as an operator would (no service makes a stream or a
+    consumer), with the same settings (a termination ack wait of its own)."""
 
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.tmp, self.env = tmp, env
         self.services: list[Service] = []
+        if env.get("NODEWRIGHT_NATS_URL"):
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "nodewright"), "bus", "setup"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
 
     def start(self, name: str, *args: str) -> Service:
         log = self.tmp / f"{name}-{len(self.services)}.log"

@@ -70,6 +70,7 @@ def test_losing_the_stream_leader_of_a_three_node_cluster_loses_and_repeats_noth
     with EmbeddedNatsCluster(tmp_path / "nats", 3) as cluster:
         env = cli_environment(tmp_path, fresh_database_url, cluster.url, names.deployment)
         env["NODEWRIGHT_STREAM_REPLICAS"] = "3"
+        env["NODEWRIGHT_NATS_INSECURE"] = "true"  # a cluster on loopback without users: a laboratory
         run = subprocess.Popen(
             [NODEWRIGHT, "run", str(BURST), "--speed", "60", "--output", "json"],
             stdout=subprocess.PIPE,

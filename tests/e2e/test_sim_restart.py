@@ -23,6 +23,7 @@ from shared.bus.streams import forget_sim_world
 from tests.conftest import nodepool_doc
 from tests.e2e.processes import Service, System, cli_environment
 from tests.factories import scenario_doc
+from tests.sim_callers import AnyCaller
 
 SCENARIO = scenario_doc(
     "restart",
@@ -98,7 +99,7 @@ def test_a_sim_killed_with_sigkill_resumes_the_world_it_was_seen_in(tmp_path: Pa
     async def scenario_played() -> None:
         first = system.start("sim", "--scenario", str(scenario))
         ready(first)
-        client = await SimClient.connect(bus)
+        client = await AnyCaller.connect(bus)
         try:
             launched = [await client.create(claim(f"general-{i}")) for i in range(3)]
             deadline = time.monotonic() + 60

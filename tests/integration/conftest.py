@@ -206,13 +206,24 @@ async def jetstream(nats_server_url: str) -> AsyncIterator[JetStreamContext]:
 
 
 @pytest.fixture
-async def bus(nats_server_url: str) -> AsyncIterator[BusSettings]:
+async def bus(session_bus: SessionBus) -> AsyncIterator[BusSettings]:
     """A deployment of the test's own on the session's server (as the admin), so nothing another
-    test left on the bus is seen; its stream is deleted afterwards."""
+    test left on the bus is seen, set up as `nodewright bus setup` would; its streams are deleted
+    afterwards. On an open server (a given URL, a container) it is marked insecure, as a user
+    would have to."""
     import nats
     from nats.js.errors import NotFoundError
 
-    settings = BusSettings(nats_server_url, BusNames(f"t{secrets.token_hex(4)}"))
+    from shared.bus.setup import provision
+
+    nats_server_url = session_bus.url
+    names = BusNames(f"t{secrets.token_hex(4)}")
+    settings = BusSettings(nats_server_url, names, insecure=session_bus.identities is None)
+    client = await nats.connect(nats_server_url)
+    try:
+        await provision(client.jetstream(), names)
+    finally:
+        await client.close()
     yield settings
     client = await nats.connect(nats_server_url)
     try:

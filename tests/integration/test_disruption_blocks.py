@@ -206,14 +206,14 @@ async def test_b25_a_budget_of_one_in_each_of_ten_pools_drifts_one_node_per_pool
     async def replaced() -> bool:
         return len(await events_of(store, ["DisruptionCompleted"])) >= 30
 
-    async with World(doc, bus, store) as world:
+    async with World(doc, bus, store, speed=60) as world:  # thirty replacements: real time counts here
         world.start_schedulers()
         world.start_termination()
         world.start_disruption()
         await world.until(lambda sim: sim.world.now > START + timedelta(minutes=4), seconds=60)
         first = set(world.sim.world.cluster.nodes)
         assert len(first) == 30
-        await world.until(lambda sim: replaced(), seconds=120)
+        await world.until(lambda sim: replaced(), seconds=180)
         await world.until(lambda sim: not first & set(sim.world.cluster.nodes), seconds=60)
     rows = await events_of(store, ["DisruptionDecided", "DisruptionCancelled", "NodeClaimTerminated"])
     decisions = [d for kind, d in rows if kind == "DisruptionDecided"]

@@ -13,13 +13,13 @@ import pytest
 from services.sim.service import SimService
 from services.watcher.facts import WATCHER_FACTS
 from services.watcher.service import WatcherService
-from shared.adapters.sim import SimClient
 from shared.api.scenario import parse_scenario
 from shared.clock import ManualClock
 from shared.ports.cloud import InsufficientCapacityError
 from shared.ports.cluster import EvictionRefused
 from shared.store.eventstore import EventStore
 from tests.factories import scenario_doc, startup_tainted_pool
+from tests.sim_callers import AnyCaller, provisioned
 
 pytestmark = pytest.mark.timeout(90)
 START = datetime(2026, 11, 23, 9, tzinfo=UTC)
@@ -91,7 +91,8 @@ def identities(log: list[tuple[str, dict]]) -> Counter:
 async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(store, nats_server_url, jetstream):
     clock = ManualClock(START)
     sim = SimService(parse_scenario(SCENARIO), clock, nats_server_url)
-    client = await SimClient.connect(nats_server_url)
+    await provisioned(nats_server_url)
+    client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):
             watcher = WatcherService(store, client, clock, nats_server_url)
@@ -208,7 +209,8 @@ async def test_lists_and_watches_of_many_objects_come_in_pages(nats_server_url):
         "spec": {**SCENARIO["spec"], "workloads": [{"name": "web", "replicas": 1300, "requests": {"cpu": "1"}}]},
     }
     sim = SimService(parse_scenario(many), ManualClock(START), nats_server_url)
-    client = await SimClient.connect(nats_server_url)
+    await provisioned(nats_server_url)
+    client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):
             await asyncio.sleep(0.3)
@@ -245,7 +247,8 @@ WITH_DAEMONSET = scenario_doc(
 async def test_a_scenarios_daemonset_and_a_bound_pods_anti_affinity_reach_the_log(store, nats_server_url, jetstream):
     clock = ManualClock(START)
     sim = SimService(parse_scenario(WITH_DAEMONSET), clock, nats_server_url)
-    client = await SimClient.connect(nats_server_url)
+    await provisioned(nats_server_url)
+    client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):
             watcher = WatcherService(store, client, clock, nats_server_url)

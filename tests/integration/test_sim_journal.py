@@ -9,19 +9,23 @@ from datetime import timedelta
 
 import nats
 import pytest
+from nats.js.errors import NotFoundError
 
 from services.sim.journal import EXPECTED_LAST, Journal, JournalBroken, Step
 from shared.bus.connection import BusSettings
-from shared.bus.names import MSG_ID
+from shared.bus.names import MSG_ID, BusNames
+from shared.bus.setup import NotSetUp
 from tests.factories import T0
+from tests.sim_callers import provisioned
 
 
 async def test_steps_come_back_in_order_and_a_second_writer_is_fenced_out(bus: BusSettings):
+    await provisioned(bus)
     nc = await nats.connect(bus.url)
     try:
         js = nc.jetstream()
         first = Journal(js, bus.names, "fenced")
-        await first.ensure()
+        await first.require()
         assert await first.read() == []
         await first.write([Step(T0)])
         await first.write([Step(T0 + timedelta(seconds=1), "cluster.taint", {"node": "n"})])
@@ -43,11 +47,12 @@ async def test_steps_come_back_in_order_and_a_second_writer_is_fenced_out(bus: B
 async def test_a_step_whose_answer_was_lost_is_kept_once(bus: BusSettings):
     """A NATS restart can lose the acknowledgement of a step that landed; trying it again finds it
     there (by its message id) rather than refusing it or keeping it twice."""
+    await provisioned(bus)
     nc = await nats.connect(bus.url)
     try:
         js = nc.jetstream()
         journal = Journal(js, bus.names, "lost-ack")
-        await journal.ensure()
+        await journal.require()
         await journal.write([Step(T0)])
         step = [Step(T0 + timedelta(seconds=1), "cluster.taint", {"node": "n"})]
         landed = await js.publish(  # what the first try did, its answer never heard
@@ -61,5 +66,39 @@ async def test_a_step_whose_answer_was_lost_is_kept_once(bus: BusSettings):
         await journal.write(step)
         assert journal.last == landed.seq
         assert [s.at for s in await Journal(js, bus.names, "lost-ack").read()] == [T0, T0 + timedelta(seconds=1)]
+    finally:
+        await nc.close()
+
+
+async def test_a_journal_not_set_up_says_what_makes_it(bus: BusSettings):
+    """The sim makes no stream: one missing is NotSetUp, a start-up step tried again, that names
+    the command; reading a world whose stream went away is an error, not an empty world."""
+    nc = await nats.connect(bus.url)
+    try:
+        journal = Journal(nc.jetstream(), BusNames(f"{bus.names.deployment}-bare"), "missing")  # never set up
+        with pytest.raises(NotSetUp, match="nodewright bus setup"):
+            await journal.require()
+        with pytest.raises(NotFoundError):
+            await journal.read()
+    finally:
+        await nc.close()
+
+
+async def test_worlds_sharing_the_stream_read_back_only_their_own_steps(bus: BusSettings):
+    """Many messages, interleaved with another world's: each read walks its own subject only, in
+    order, and knows its last sequence (where its next append must follow)."""
+    await provisioned(bus)
+    nc = await nats.connect(bus.url)
+    try:
+        js = nc.jetstream()
+        ours, theirs = Journal(js, bus.names, "ours"), Journal(js, bus.names, "theirs")
+        for second in range(40):
+            await ours.write([Step(T0 + timedelta(seconds=second), "cluster.taint", {"n": second})])
+            await theirs.write([Step(T0 + timedelta(seconds=second)), Step(T0 + timedelta(seconds=second))])
+        again = Journal(js, bus.names, "ours")
+        steps = await again.read()
+        assert [s.body for s in steps] == [{"n": n} for n in range(40)]
+        assert again.last == ours.last and len(await Journal(js, bus.names, "theirs").read()) == 80
+        await again.write([Step(T0 + timedelta(minutes=1))])  # it follows its own last message
     finally:
         await nc.close()

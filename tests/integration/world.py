@@ -19,8 +19,11 @@ from shared.bus.connection import BusSettings
 from shared.clock import AcceleratedClock
 from tests.conftest import nodepool_doc
 from tests.factories import scenario_doc
+from tests.sim_callers import AnyCaller, provisioned
 
 START = datetime(2026, 11, 23, 9, tzinfo=UTC)
+SPEED = 120
+"""Simulated seconds per wall second: a simulated hour in 30 s."""
 
 
 def burst(replicas: int, limits: dict | None = None) -> dict:
@@ -43,10 +46,12 @@ def burst(replicas: int, limits: dict | None = None) -> dict:
 
 class World:
     """The sim, the relay, the watcher and `schedulers` scheduler replicas on a shared accelerated
-    clock, on a deployment of the test's own; more schedulers can be started later."""
+    clock, on a deployment of the test's own; more schedulers can be started later. Each service
+    asks the sim as itself (its own SimClient, so the sim answers only what it may send); `client`
+    asks as whichever service may (`tests.sim_callers`)."""
 
-    def __init__(self, document: dict, bus: BusSettings, store) -> None:
-        self.clock = AcceleratedClock(START, speed=60)
+    def __init__(self, document: dict, bus: BusSettings, store, *, speed: float = SPEED) -> None:
+        self.clock = AcceleratedClock(START, speed=speed)
         self.sim = SimService(parse_scenario(document), self.clock, bus)
         self.bus, self.store = bus, store
         self.stopping = asyncio.Event()
@@ -54,19 +59,22 @@ class World:
         self.schedulers: list[SchedulerService] = []
 
     async def __aenter__(self) -> World:
-        self.client = await SimClient.connect(self.bus)
+        await provisioned(self.bus)
+        self.client = await AnyCaller.connect(self.bus)
+        self.callers: dict[str, SimClient] = self.client.clients
         self.tasks.append(asyncio.create_task(self.sim.run(self.stopping)))
         self.relay = RelayService(self.store, self.bus)
         self.tasks.append(asyncio.create_task(self.relay.run(self.stopping)))
         await asyncio.sleep(0.5)
-        watcher = WatcherService(self.store, self.client, self.clock, self.bus)
+        watcher = WatcherService(self.store, self.callers["watcher"], self.clock, self.bus)
         self.tasks.append(asyncio.create_task(watcher.run(self.stopping)))
         return self
 
     def start_termination(self, replicas: int = 1, **options) -> list[TerminationService]:
         started = []
         for _ in range(replicas):
-            service = TerminationService(self.store, self.client, self.client, self.clock, self.bus, **options)
+            termination = self.callers["termination"]
+            service = TerminationService(self.store, termination, termination, self.clock, self.bus, **options)
             started.append(service)
             self.tasks.append(asyncio.create_task(service.run(self.stopping)))
         self.terminations = [*getattr(self, "terminations", []), *started]
@@ -75,7 +83,14 @@ class World:
     def start_disruption(self, replicas: int = 1, **options) -> list[DisruptionService]:
         started = []
         for _ in range(replicas):
-            service = DisruptionService(self.store, self.client, self.clock, self.bus, cluster=self.client, **options)
+            service = DisruptionService(
+                self.store,
+                self.callers["disruption"],
+                self.clock,
+                self.bus,
+                cluster=self.callers["disruption"],
+                **options,
+            )
             started.append(service)
             self.tasks.append(asyncio.create_task(service.run(self.stopping)))
         self.disruptions = [*getattr(self, "disruptions", []), *started]
@@ -83,7 +98,14 @@ class World:
 
     def start_schedulers(self, replicas: int = 1, **options) -> None:
         for _ in range(replicas):
-            scheduler = SchedulerService(self.store, self.client, self.clock, self.bus, cluster=self.client, **options)
+            scheduler = SchedulerService(
+                self.store,
+                self.callers["scheduler"],
+                self.clock,
+                self.bus,
+                cluster=self.callers["scheduler"],
+                **options,
+            )
             self.schedulers.append(scheduler)
             self.tasks.append(asyncio.create_task(scheduler.run(self.stopping)))
 

@@ -13,7 +13,7 @@ import yaml
 from services.disruption.service import DisruptionService
 from services.scheduler.service import SchedulerService
 from services.termination.service import TerminationService
-from shared.bus.asyncapi import TOPOLOGY, render, shells
+from shared.bus.asyncapi import TOPOLOGY, declare_listening, render, shells
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
 from shared.clock import ManualClock
@@ -53,6 +53,7 @@ def test_the_documented_consumers_are_the_ones_the_services_declare():
     assert set(declared) == set(TOPOLOGY)
     for documented in shells(BusNames()):
         mine = declared[documented.name]
+        declare_listening(mine)
 
         def channels(shell):
             shell.broker.include_router(shell.router)

@@ -84,8 +84,8 @@ def test_the_schema_check_catches_a_mistake(compose):
 
 
 def test_every_service_is_there_with_its_replicas(services):
-    assert set(services) == {"postgres", *NATS_NODES, "migrate", *SERVICES, "cli"}
-    assert set(_nodewright(services)) == {"migrate", *SERVICES, "cli"}
+    assert set(services) == {"postgres", *NATS_NODES, "migrate", "bus-setup", *SERVICES, "cli"}
+    assert set(_nodewright(services)) == {"migrate", "bus-setup", *SERVICES, "cli"}
     for name in SERVICES:
         assert services[name].get("deploy", {}).get("replicas", 1) == REPLICAS.get(name, 1), name
     assert services["cli"]["profiles"] == ["tools"], "the cli runs on demand only (docker compose run)"
@@ -113,6 +113,8 @@ def test_every_command_is_a_real_nodewright_subcommand(services):
             assert ctx.params["port"] == HEALTH_PORT
         elif name == "migrate":
             assert path == ["migrate"]
+        elif name == "bus-setup":
+            assert path == ["bus", "setup"]
         else:
             assert path == ["audit"]
     sim = resolve(_argv(services["sim"]))[1].params["scenario"]
@@ -190,12 +192,15 @@ def test_services_start_after_what_they_need(services):
         return {k: v["condition"] for k, v in (services[name].get("depends_on") or {}).items()}
 
     healthy = dict.fromkeys(NATS_NODES, "service_healthy")
+    set_up = {"bus-setup": "service_completed_successfully"}
     assert needs("migrate") == {"postgres": "service_healthy"}
-    assert needs("sim") == healthy, "the sim needs NATS only"
-    assert needs("relay") == {**healthy, "migrate": "service_completed_successfully"}
+    assert needs("bus-setup") == healthy, "the bus is set up as soon as NATS runs"
+    assert needs("sim") == healthy | set_up, "the sim needs NATS only, set up"
+    assert needs("relay") == {**healthy, **set_up, "migrate": "service_completed_successfully"}
     for name in ("watcher", "scheduler", "disruption", "termination"):
         assert needs(name) == {
             **healthy,
+            **set_up,
             "migrate": "service_completed_successfully",
             "sim": "service_healthy",
             "relay": "service_healthy",
@@ -264,14 +269,14 @@ def test_every_service_connects_as_its_own_nats_user(services):
         if name == "migrate":
             assert not any(k.startswith("NODEWRIGHT_NATS") for k in env)
             continue
-        identity = name if name in SERVICES else "cli"
+        identity = name if name in SERVICES else "setup" if name == "bus-setup" else "cli"
         deployment = BusNames(env["NODEWRIGHT_DEPLOYMENT"])
         user = env["NODEWRIGHT_NATS_USER"]
         assert user == user_name(deployment, identity), name
         password = VARIABLE.fullmatch(env["NODEWRIGHT_NATS_PASSWORD"])
         assert password is not None and password.group(1) == variable_of[user], name
         users.add(user)
-    assert len(users) == len(SERVICES) + 1, "one user per service, and the cli's"
+    assert len(users) == len(SERVICES) + 2, "one user per service, the cli's and the setup's"
 
 
 # --- PostgreSQL: the roles of docs/store.md ------------------------------------------------------
@@ -297,8 +302,8 @@ def test_every_service_logs_in_as_its_own_login_of_the_right_role(services):
     roles = {}
     for name, service in _nodewright(services).items():
         url = service["environment"].get("NODEWRIGHT_DATABASE_URL")
-        if name == "sim":
-            assert url is None, "the sim has no database"
+        if name in ("sim", "bus-setup"):
+            assert url is None, f"the {name} has no database"
             continue
         login, secret = _url_login(url)
         role, variable = logins[login]

@@ -72,8 +72,9 @@ access: what the Kubernetes adapter will need, and no more."""
 def needed_rules(service: str) -> set[tuple[str, str, str]]:
     """From the requests `shared.bus.identity` lets the service send: least privilege, derived."""
     names = BusNames("default")
-    prefix = names.sim("cluster.")
-    requests = [s.removeprefix(names.sim("")) for s in permissions(names, service).publish if s.startswith(prefix)]
+    prefix = names.sim_request(service, "cluster.")
+    own = names.sim_request(service, "")
+    requests = [s.removeprefix(own) for s in permissions(names, service).publish if s.startswith(prefix)]
     unmapped = [r for r in requests if r not in CLUSTER_REQUESTS]
     assert not unmapped, f"{service} may send {unmapped}: say here which Kubernetes access each needs"
     return set().union(*(CLUSTER_REQUESTS[r] for r in requests))
@@ -299,8 +300,12 @@ def test_every_command_is_a_real_nodewright_subcommand(base, deployments):
             volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
             config = _of(base, "ConfigMap")[volume["configMap"]["name"]]
             assert scenario.name in config["data"]
-    (job,) = _of(base, "Job").values()
-    assert resolve(job["spec"]["template"]["spec"]["containers"][0]["command"])[0] == ["migrate"]
+    jobs = _of(base, "Job")
+    assert set(jobs) == {"nodewright-migrate", "nodewright-bus-setup"}
+    command = {
+        name: resolve(job["spec"]["template"]["spec"]["containers"][0]["command"])[0] for name, job in jobs.items()
+    }
+    assert command == {"nodewright-migrate": ["migrate"], "nodewright-bus-setup": ["bus", "setup"]}
 
 
 def test_the_probes_and_the_metrics_port(base, deployments):
@@ -327,8 +332,12 @@ def test_credentials_come_from_secrets_only(base, deployments):
         assert set(env) == set(wanted), name
         for variable, key in wanted.items():
             assert env[variable]["valueFrom"] == {"secretKeyRef": {"name": f"nodewright-{name}", "key": key}}
-    (job,) = _of(base, "Job").values()
-    (container,) = job["spec"]["template"]["spec"]["containers"]
+    (setup,) = _of(base, "Job")["nodewright-bus-setup"]["spec"]["template"]["spec"]["containers"]
+    assert {e["name"]: e["valueFrom"]["secretKeyRef"] for e in setup["env"]} == {
+        "NODEWRIGHT_NATS_USER": {"name": "nodewright-bus-setup", "key": "nats-user"},
+        "NODEWRIGHT_NATS_PASSWORD": {"name": "nodewright-bus-setup", "key": "nats-password"},
+    }
+    (container,) = _of(base, "Job")["nodewright-migrate"]["spec"]["template"]["spec"]["containers"]
     assert container["env"] == [
         {
             "name": "NODEWRIGHT_DATABASE_URL",
@@ -349,7 +358,7 @@ def test_the_readme_says_which_secrets_to_create(base):
         for ref in [e.get("valueFrom", {})]
         if "secretKeyRef" in ref
     }
-    assert len(named) == len(SERVICES) + 1
+    assert len(named) == len(SERVICES) + 2  # and the two Jobs': migrate, bus-setup
     for secret in named:
         assert secret in readme, secret
 
@@ -391,9 +400,9 @@ def test_rbac_is_exactly_what_each_service_does_to_the_cluster(base, deployments
         "termination"
     )
     assert not {r for r in needed_rules("termination") if r[2] in ("get", "list", "watch")}, "only the watcher reads"
-    (job,) = _of(base, "Job").values()
-    assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
-    assert _granted(base, job["spec"]["template"]["spec"]["serviceAccountName"]) == set()
+    for job in _of(base, "Job").values():
+        assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+        assert _granted(base, job["spec"]["template"]["spec"]["serviceAccountName"]) == set()
 
 
 def test_the_rbac_check_catches_a_broader_rule(base):

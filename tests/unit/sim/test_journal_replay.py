@@ -166,7 +166,7 @@ async def play(sim: SimService, ops: list[Op]) -> None:
                 await sim.tick()
         else:
             request, body = request_of(sim, op, n)
-            await sim._answer(request)(body)
+            await sim._serve(request, body)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
