@@ -25,25 +25,6 @@ REASON = "Nodewright-Dead-Reason"
 ORIGINAL_SUBJECT = "Nodewright-Original-Subject"
 DEAD_SERVICE = "Nodewright-Service"
 
-SIM_REQUESTS = (
-    "cluster.snapshot",
-    "cluster.changes",
-    "cluster.taint",
-    "cluster.untaint",
-    "cluster.label-node",
-    "cluster.annotate-nodeclaim",
-    "cluster.evict",
-    "cluster.delete-pod",
-    "cluster.delete-node",
-    "cluster.nodepool-condition",
-    "cluster.event",
-    "cloud.instance-types",
-    "cloud.create",
-    "cloud.delete",
-    "cloud.list",
-)
-"""The sim's requests, each on `<deployment>.sim.<caller>.<request>` (`BusNames.sim_request`)."""
-
 
 class BadDeployment(ValueError):
     pass
@@ -102,8 +83,9 @@ class BusNames:
         return f"{self.deployment}.sim.{request}"
 
     def sim_request(self, caller: str, request: str) -> str:
-        """`<deployment>.sim.<caller>.<request>`: one of SIM_REQUESTS from one service. Each caller
-        publishes on its own subjects only, so the sim knows who asks (`shared.bus.topology`)."""
+        """`<deployment>.sim.<caller>.<request>`: a request that service may send
+        (`shared.bus.topology.SIM_CALLERS`). Each caller publishes on its own subjects only, so
+        the sim knows who asks."""
         return f"{self.deployment}.sim.{caller}.{request}"
 
     @property
