@@ -69,7 +69,7 @@ def test_a_command_gives_up_on_a_silent_database_naming_it_and_the_setting(tmp_p
     assert "Hunter2x" not in said and not (tmp_path / "data" / "postgres").exists()
 
 
-@pytest.mark.parametrize("args", [["events", "dead"], ["relay", "--once"]])
+@pytest.mark.parametrize("args", [["events", "dead"], ["relay", "--once"], ["bus", "setup"]])
 def test_a_command_gives_up_on_a_silent_nats_naming_it_and_the_setting(tmp_path: Path, silent: int, args):
     env = {"NODEWRIGHT_NATS_URL": f"nats://cli:Hunter2x@127.0.0.1:{silent}", "NODEWRIGHT_CONNECT_TIMEOUT": "1"}
     code, said = invoke(tmp_path, args, env)

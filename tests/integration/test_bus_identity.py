@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -411,3 +414,29 @@ async def test_the_sim_keeps_reads_and_purges_its_journal_as_itself(secured: Ses
         assert said == []
     finally:
         await nc.close()
+
+
+@pytest.mark.parametrize("identity", ["cli", "setup"])
+def test_bus_setup_as_the_setup_user_only(secured: SessionBus, identity: str, tmp_path: Path):
+    """`nodewright bus setup` as a user that may not (the cli's) exits 2 naming the user that
+    may; as the setup user it makes the deployment's streams and consumers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEWRIGHT_")}
+    env |= secured.acting_as(identity, "green").environment() | {"NODEWRIGHT_CONNECT_TIMEOUT": "5"}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "nodewright"), "bus", "setup"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if identity == "cli":
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "could not provision deployment 'green' as green-cli" in done.stderr
+        assert "connect as the deployment's setup user (green-setup) or an admin" in done.stderr
+        assert "Traceback" not in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == (
+            "streams green_NODEWRIGHT, green_SIM; pull consumers termination-NodeClaimDeletionRequested: set up"
+        )
