@@ -12,7 +12,7 @@ from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
 from shared.bus.service import ServiceShell
 from shared.bus.trust import Untrusted, admits_anonymous, check
-from tests.integration.conftest import SessionBus
+from tests.integration.conftest import secured_nats
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,11 +48,13 @@ async def test_insecure_mode_runs_and_says_so_on_readyz(embedded_nats_factory):
         await shell.stop()
 
 
-async def test_a_secured_server_with_a_users_credentials_is_trusted(session_bus: SessionBus):
-    if session_bus.identities is None:
-        pytest.skip("the session's server is an open one given by URL: nothing secured to check against")
-    bus = session_bus.acting_as("scheduler")
-    assert await admits_anonymous(bus) is False
-    assert await check(bus, "scheduler") == []
-    credentials_only_in_the_url = BusSettings(session_bus.url, BusNames())
-    assert credentials_only_in_the_url.has_credentials and await check(credentials_only_in_the_url, "cli") == []
+async def test_a_secured_server_with_a_users_credentials_is_trusted(tmp_path):
+    server, secured = secured_nats(tmp_path / "nats")
+    with server:
+        probe = server.probe or {}
+        secured.url = f"nats://{probe['user']}:{probe['password']}@{server.host}:{server.port}"
+        bus = secured.acting_as("scheduler")
+        assert await admits_anonymous(bus) is False
+        assert await check(bus, "scheduler") == []
+        credentials_only_in_the_url = BusSettings(secured.url, BusNames())
+        assert credentials_only_in_the_url.has_credentials and await check(credentials_only_in_the_url, "cli") == []
