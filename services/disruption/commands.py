@@ -1,4 +1,5 @@
-"""Carrying a disruption command out (reference §5.8), as its stream tells it.
+"""Carrying a disruption command out (upstream's
+`pkg/controllers/disruption/orchestration/queue.go`), as its stream tells it.
 
 Each step appends to the command's own stream expecting the version the projection holds, so
 whichever leader moves a command, it moves once: a standby that took over finishes or cancels

@@ -1,5 +1,5 @@
 """Termination: every NodeClaim whose deletion was asked for is drained gracefully and its instance
-deleted (reference §6; the rules are `shared.termination`).
+deleted (upstream's `pkg/controllers/node/termination/`; the rules are `shared.termination`).
 
 Replicas share the work through one work consumer on `NodeClaimDeletionRequested`: each claim is
 drained by the replica its message went to, for as long as the drain takes (the replica tells

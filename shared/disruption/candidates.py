@@ -1,4 +1,5 @@
-"""Which nodes disruption may consider, and why the others are blocked (reference §5.2).
+"""Which nodes disruption may consider, and why the others are blocked (upstream's `NewCandidate`,
+`pkg/controllers/disruption/types.go`).
 
 A node is a candidate when its claim is initialized, not being deleted and not nominated for a
 pending pod; its pool exists; neither the node nor any active pod on it is

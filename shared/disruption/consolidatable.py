@@ -1,6 +1,7 @@
-"""`Consolidatable` (reference §5.3): a node may be emptied or consolidated once consolidateAfter
-has passed since its last pod event (a non-DaemonSet pod bound, finished or started
-terminating), or since it was initialized if no pod event came; `Never` disables both."""
+"""`Consolidatable` (upstream's `pkg/controllers/nodeclaim/disruption/consolidation.go`): a node may
+be emptied or consolidated once consolidateAfter has passed since its last pod event (a
+non-DaemonSet pod bound, finished or started terminating), or since it was initialized if no pod
+event came; `Never` disables both."""
 
 from __future__ import annotations
 

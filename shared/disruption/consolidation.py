@@ -1,5 +1,5 @@
-"""Consolidation (reference §5.5, reason Underutilized): remove nodes whose pods fit elsewhere,
-or replace them with one strictly cheaper node.
+"""Consolidation (upstream's `pkg/controllers/disruption/consolidation.go`, reason Underutilized):
+remove nodes whose pods fit elsewhere, or replace them with one strictly cheaper node.
 
 A simulation's outcome: a candidate pod that fits nowhere, or a plan that leans on a node not yet
 initialized, is no command; no new claim is a delete; exactly one is a replace, kept to the

@@ -1,4 +1,5 @@
-"""Drift detection (reference §5.6): whether a launched claim no longer matches its pool.
+"""Drift detection (upstream's `pkg/controllers/disruption/drift.go`): whether a launched claim no
+longer matches its pool.
 
 `NodePoolDrifted`: the pool's template hash changed since the claim was made (both hashes known
 and of the same version: a new hashing scheme never drifts a whole fleet). `RequirementsDrifted`:

@@ -1,7 +1,7 @@
-"""Emptiness (reference §5.4, reason Empty): every empty, Consolidatable candidate that its pool's
-budget still allows goes, all in one delete command. A pool whose consolidateAfter is Never is
-never emptied (`Unconsolidatable`); a pool with empty candidates and no budget left says so on
-the NodePool (`DisruptionBlocked`), once per pass."""
+"""Emptiness (upstream's `pkg/controllers/disruption/emptiness.go`, reason Empty): every empty,
+Consolidatable candidate that its pool's budget still allows goes, all in one delete command. A pool
+whose consolidateAfter is Never is never emptied (`Unconsolidatable`); a pool with empty candidates
+and no budget left says so on the NodePool (`DisruptionBlocked`), once per pass."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Expiration (reference §5.7): a claim goes at its creation time plus its pool's expireAfter.
-Forceful, as upstream v1: no budget, no do-not-disrupt or PDB check and no replacement first;
-termination still drains it gracefully up to the grace period. Oldest expiry first."""
+"""Expiration (upstream's `pkg/controllers/disruption/expiration.go`): a claim goes at its creation
+time plus its pool's expireAfter. Forceful, as upstream v1: no budget, no do-not-disrupt or PDB
+check and no replacement first; termination still drains it gracefully up to the grace period.
+Oldest expiry first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The order candidates are tried in (reference §3's disruption cost): cheapest to disrupt first,
+"""The order candidates are tried in (upstream's disruption cost, `pkg/utils/disruption/`): cheapest to disrupt first,
 the cost of moving a node's pods weighted by how much of its life is left, so a node about to
 expire anyway is disrupted before a new one with the same pods."""
 

@@ -1,4 +1,4 @@
-"""Over-limit removal (seed 001): when `limits.nodes` falls below a pool's node count, the excess
+"""Over-limit removal (beyond upstream): when `limits.nodes` falls below a pool's node count, the excess
 goes now, in the order `shared.policy.overlimit` gives. Forceful in that budgets do not gate it
 (the limit is the user's word); termination still drains each claim gracefully."""
 

@@ -1,7 +1,7 @@
-"""One disruption pass (reference §5.1): the forceful methods (expiration, removal above a lowered
-node limit) for every pool, then the graceful methods in upstream's order (Emptiness, Drift,
-Multi-node, Single-node) where the first that yields a command ends the pass; and the re-check
-a graceful command passes before it is carried out (`recheck`).
+"""One disruption pass (upstream's `pkg/controllers/disruption/controller.go`): the forceful methods
+(expiration, removal above a lowered node limit) for every pool, then the graceful methods in
+upstream's order (Emptiness, Drift, Multi-node, Single-node) where the first that yields a command
+ends the pass; and the re-check a graceful command passes before it is carried out (`recheck`).
 
 The caller (the disruption service) builds a `World` from its projection and the live counters;
 everything here is a decision on it, with time a parameter.
@@ -309,10 +309,11 @@ def recheck(
     replacements: int,
     moved: Sequence[str],
 ) -> Recheck:
-    """A graceful command before it is carried out (reference §5.4, §5.5, and our stale check):
-    `moved` are the candidates whose streams moved since the decision. Emptiness keeps the
-    candidates still empty and Consolidatable; consolidation and drift are all or nothing, and
-    their simulation must still give the same decision, whose new claims the command launches."""
+    """A graceful command before it is carried out (upstream's
+    `pkg/controllers/disruption/validation.go`, and our stale check): `moved` are the candidates
+    whose streams moved since the decision. Emptiness keeps the candidates still empty and
+    Consolidatable; consolidation and drift are all or nothing, and their simulation must still give
+    the same decision, whose new claims the command launches."""
     by_name = {n.state.nodeclaim: n for n in world.nodes}
     eventual = reason == DisruptionReason.DRIFTED
     valid = {c.nodeclaim: c for c in _candidates(world, Pass(), eventual=eventual)}

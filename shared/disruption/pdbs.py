@@ -1,5 +1,6 @@
-"""PodDisruptionBudgets as disruption sees them (reference §5.2): how many disruptions a budget
-allows now, and whether it blocks every eviction whatever the pods' health."""
+"""PodDisruptionBudgets as disruption sees them (upstream's
+`pkg/controllers/disruption/pdblimits.go`): how many disruptions a budget allows now, and whether it
+blocks every eviction whatever the pods' health."""
 
 from __future__ import annotations
 

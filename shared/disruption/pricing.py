@@ -1,7 +1,8 @@
-"""The price rules of a consolidation's replacement (reference §5.5), apart from the simulation
-that finds it: only types whose worst available price is strictly below what the candidates cost
-now; `filterOutSameInstanceType` for multi-node; spot-to-spot only when enabled, and then only
-with enough cheaper types; a replacement that allows spot is pinned to spot."""
+"""The price rules of a consolidation's replacement (upstream's
+`pkg/controllers/disruption/consolidation.go`), apart from the simulation that finds it: only types
+whose worst available price is strictly below what the candidates cost now;
+`filterOutSameInstanceType` for multi-node; spot-to-spot only when enabled, and then only with
+enough cheaper types; a replacement that allows spot is pinned to spot."""
 
 from __future__ import annotations
 

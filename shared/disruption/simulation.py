@@ -1,7 +1,8 @@
-"""A consolidation's simulation (reference §5.5): where the candidates' pods would go if the
-candidates were gone, by the scheduling core itself (`shared.scheduling.packing.schedule`), not a
-copy of it. Pending pods compete for the room in the scheduler's own queue order, as they would;
-claims the pass makes only for them are not the candidates' to answer for.
+"""A consolidation's simulation (upstream's `SimulateScheduling`,
+`pkg/controllers/disruption/helpers.go`): where the candidates' pods would go if the candidates were
+gone, by the scheduling core itself (`shared.scheduling.packing.schedule`), not a copy of it.
+Pending pods compete for the room in the scheduler's own queue order, as they would; claims the pass
+makes only for them are not the candidates' to answer for.
 
 Nodes still inside their consolidateAfter window are left out of the simulation altogether
 (upstream lets pending pods, but not candidate pods, use them): stricter, never looser.

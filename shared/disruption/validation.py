@@ -1,5 +1,6 @@
-"""Before a graceful command is carried out (reference §5.4, §5.5, §5.8), and beyond upstream:
-a command is refused when anything about a candidate changed since the decision.
+"""Before a graceful command is carried out (upstream's `pkg/controllers/disruption/validation.go`),
+and beyond upstream: a command is refused when anything about a candidate changed since the
+decision.
 
 Upstream waits 15 s, then checks the candidates again. nodewright also keeps, with the decision,
 the log position it saw, and refuses the command if any event about a candidate came after it

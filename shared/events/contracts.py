@@ -18,7 +18,7 @@ from shared.api.quantity import Quantity
 Resources = dict[str, Quantity]
 
 FORCEFUL_REASONS = frozenset({"Expired", "OverLimit"})
-"""Reasons that pass budgets (upstream's forceful expiration; seed 001's removal above a lowered limit)."""
+"""Reasons that pass budgets (upstream's forceful expiration; the removal above a lowered `limits.nodes`)."""
 DISRUPTION_REASONS = frozenset(r.value for r in DisruptionReason) | FORCEFUL_REASONS
 
 

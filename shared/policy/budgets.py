@@ -1,4 +1,5 @@
-"""Disruption budgets, exactly as upstream Karpenter computes them (reference §2).
+"""Disruption budgets, exactly as upstream Karpenter computes them (upstream's
+`GetAllowedDisruptionsByReason`, `pkg/apis/v1/nodepool.go`).
 
 - A budget without a schedule is always active; a scheduled one is active in [hit, hit+duration).
 - An active budget allows its `nodes`: an integer as is (not capped by the node count), a

@@ -187,7 +187,7 @@ def _check_created(
                 f"{pool.nodepool} plans it as a replacement",
             )
         # Upstream leaves candidates' capacity out of a replacement's simulation; the node count
-        # keeps them in `Hard` mode (seed 001), and `Soft` mode lets replacements pass it.
+        # keeps them in `Hard` mode (`nodeLimitMode`), and `Soft` mode lets replacements pass it.
         usage = pool.usage()
         for claim, (_, decided_by) in pool.disrupting.items():
             if decided_by == decision and claim in claims:

@@ -1,4 +1,5 @@
-"""The NodePool drift hash (reference §"Drift hash"): which template changes drift its nodes.
+"""The NodePool drift hash (upstream's `NodePool.Hash`, `pkg/apis/v1/nodepool.go`): which template
+changes drift its nodes.
 
 Like upstream's `karpenter.sh/nodepool-hash`, it covers `spec.template`'s labels, annotations,
 taints, startupTaints, nodeClassRef, expireAfter and terminationGracePeriod, with lists taken as

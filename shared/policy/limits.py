@@ -1,9 +1,9 @@
-"""Node limits and resource limits (seed 001, reference §3).
+"""Node limits and resource limits (`spec.limits`, checked as upstream's provisioning does, and `limits.nodes`).
 
 Provisioning never creates past a limit, in either node-limit mode. A pool's node count covers
 launched and in-flight NodeClaims. Graceful disruption (consolidation, drift) that launches
 replacements is also bounded in `Hard` mode: the replacements must fit under `limits.nodes`
-while the old nodes are still there. This refines seed 001's min(budget, remaining limit),
+while the old nodes are still there. This refines the min(budget, remaining limit) rule of `limits.nodes`,
 which would also stop pure deletes at the limit although a delete only ever lowers the count:
 the invariant "never more nodes than the limit" is kept, and deletes are never blocked by it.
 `Soft` mode lets disruption ignore the node limit. Forceful methods (expiration) are never

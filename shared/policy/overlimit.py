@@ -1,10 +1,10 @@
-"""Which NodeClaims to remove when a pool has more nodes than `limits.nodes` allows (seed 001).
+"""Which NodeClaims to remove when a pool has more nodes than `limits.nodes` allows (beyond upstream).
 
-The order is upstream's static scale-down order (reference §3): unlaunched claims first, then
-empty nodes (no pods, or only DaemonSet pods none of which is do-not-disrupt), then the rest with
-nodes holding an active do-not-disrupt pod last, cheapest first by rescheduling cost times the
-fraction of lifetime remaining. Ties keep a stable order by name so replays agree.
-"""
+The order is the order of upstream's static scale-down (`pkg/controllers/static/deprovisioning/`):
+unlaunched claims first, then empty nodes (no pods, or only DaemonSet pods none of which is
+do-not-disrupt), then the rest with nodes holding an active do-not-disrupt pod last, cheapest first
+by rescheduling cost times the fraction of lifetime remaining. Ties keep a stable order by name so
+replays agree."""
 
 from __future__ import annotations
 

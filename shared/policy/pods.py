@@ -1,4 +1,4 @@
-"""Per-pod facts the disruption policy weighs: do-not-disrupt and eviction cost (reference §5.2)."""
+"""Per-pod facts the disruption policy weighs: do-not-disrupt and eviction cost (upstream's `pkg/utils/disruption/`)."""
 
 from __future__ import annotations
 

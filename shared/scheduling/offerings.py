@@ -1,4 +1,5 @@
-"""Which instance types a NodePool may launch right now, and at what price (reference §3, §4).
+"""Which instance types a NodePool may launch right now, and at what price (upstream's
+`pkg/controllers/provisioning/scheduling/`).
 
 Per pool, before any pod is packed: the types whose labels the pool's requirements allow, with at
 least one offering that is allowed (zone, capacity type), not in the insufficient-capacity cache,

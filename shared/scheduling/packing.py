@@ -1,5 +1,6 @@
-"""One scheduling pass (reference §3, §4): pending pods onto existing capacity, onto NodeClaims
-planned in this pass, or onto new NodeClaims of the first NodePool that fits.
+"""One scheduling pass (upstream's `pkg/controllers/provisioning/scheduling/scheduler.go`): pending
+pods onto existing capacity, onto NodeClaims planned in this pass, or onto new NodeClaims of the
+first NodePool that fits.
 
 - Pods go in first-fit-decreasing order (cpu, then memory, descending; then age and uid).
 - Per pod: existing and in-flight nodes first (initialized ones first, then by name), then the

@@ -1,4 +1,4 @@
-"""Karpenter's requirements algebra (reference §1, "Requirements algebra"): node selector
+"""Karpenter's requirements algebra (upstream's `pkg/scheduling/requirements.go`): node selector
 requirements as value sets that can be intersected, and the two questions scheduling asks of
 them, `intersects` and `compatible`.
 

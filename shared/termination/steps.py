@@ -1,4 +1,4 @@
-"""What a claim's termination does next (reference §6), one step per pass:
+"""What a claim's termination does next (upstream's `pkg/controllers/node/termination/`), one step per pass:
 
 1. a claim whose node never registered, or is gone, skips the drain;
 2. `Taint`: taint the node `karpenter.sh/disrupted:NoSchedule` and record the drain's start
