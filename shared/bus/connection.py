@@ -17,6 +17,7 @@ from nats.aio.client import Client
 from shared.bus.identity import Identity
 from shared.bus.names import BusNames
 from shared.config import Settings
+from shared.redaction import location, userinfo
 
 RECONNECT_WAIT = 0.5
 """Seconds between two attempts to reach a server that went away; nats-py tries forever."""
@@ -58,12 +59,12 @@ class BusSettings:
     @property
     def has_credentials(self) -> bool:
         """Whether this process presents an identity: a user, a creds file, or one in its URL."""
-        return self.user is not None or self.credentials is not None or any("@" in url for url in self.servers)
+        return self.user is not None or self.credentials is not None or any(userinfo(url) for url in self.servers)
 
     @property
     def safe_url(self) -> str:
         """The servers without any user or password, for messages."""
-        return ",".join(redact_url(url) for url in self.servers)
+        return ",".join(location(url) for url in self.servers)
 
     def acting_as(self, identity: Identity) -> BusSettings:
         return replace(self, user=identity.user, password=identity.password, credentials=None)
@@ -115,12 +116,6 @@ class BusSettings:
 
     async def connect(self, service: str, *, persistent: bool = True) -> Client:
         return await nats.connect(**self.nats_options(service, persistent=persistent))
-
-
-def redact_url(url: str) -> str:
-    """`nats://host:port` of `nats://user:password@host:port`, however the userinfo is written."""
-    scheme, sep, rest = url.rpartition("://")
-    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
 
 
 async def log_error(error: Exception) -> None:

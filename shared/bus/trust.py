@@ -11,7 +11,8 @@ from __future__ import annotations
 import nats
 import nats.errors
 
-from shared.bus.connection import CONNECT_TIMEOUT, RECONNECT_WAIT, BusSettings, log_error, redact_url
+from shared.bus.connection import CONNECT_TIMEOUT, RECONNECT_WAIT, BusSettings, log_error
+from shared.redaction import location
 
 INSECURE = "NODEWRIGHT_NATS_INSECURE"
 
@@ -23,7 +24,7 @@ class Untrusted(RuntimeError):
 async def admits_anonymous(bus: BusSettings) -> bool:
     """Whether the server accepts a connection that presents no credentials at all. A server
     out of reach raises (an outage: the caller tries again later)."""
-    anonymous = [redact_url(url) for url in bus.servers]
+    anonymous = [location(url) for url in bus.servers]
     try:
         nc = await nats.connect(
             servers=anonymous,
