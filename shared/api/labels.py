@@ -27,6 +27,10 @@ DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 TERMINATION_TIMESTAMP_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
 EXCLUDE_FROM_LOAD_BALANCERS_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+NODEPOOL_HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
+NODEPOOL_HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
+NODECLASS_LABEL_PREFIX = "karpenter.k8s.aws"
 
 CAPACITY_TYPES = frozenset({"on-demand", "spot", "reserved"})
 

@@ -2,8 +2,10 @@
 
 Informer-shaped: `snapshot()` lists every object with the resource version it was last changed
 at, and `watch(after)` streams the changes after a resource version, in order. Objects travel
-as JSON-ready dicts (the sim's shapes, close to the API's), so the port works the same in one
-process and over NATS. Adapters: the sim (`shared.adapters.sim`); the Kubernetes API later.
+as JSON-ready dicts: NodePools and NodeClaims as the API serves them; pods, nodes, PDBs and
+DaemonSets flattened to the fields nodewright reads (`docs/cluster-api.md` names them). The
+Kubernetes API adapter (`shared.adapters.kube`) is the one every service uses; the sim serves
+that API. The in-process double over the sim's cluster is for tests.
 """
 
 from __future__ import annotations
@@ -114,4 +116,30 @@ class Cluster(Protocol):
 
     async def set_nodepool_condition(self, nodepool: str, condition: dict[str, Any]) -> None: ...
 
+    async def patch_nodepool_status(self, nodepool: str, status: dict[str, Any]) -> None:
+        """Merge `status` (resources, nodes, conditions as a whole list) into the NodePool's status
+        subresource."""
+        ...
+
     async def record_event(self, event: KubeEvent) -> None: ...
+
+    async def create_nodeclaim(self, nodeclaim: dict[str, Any]) -> None:
+        """Create the NodeClaim object (karpenter.sh/v1, with its finalizer); one of that name
+        already there is left as it is, so a step taken again changes nothing."""
+        ...
+
+    async def patch_nodeclaim_status(self, nodeclaim: str, status: dict[str, Any]) -> None:
+        """Merge `status` into the NodeClaim's status subresource (conditions as a whole list)."""
+        ...
+
+    async def delete_nodeclaim(self, nodeclaim: str) -> None:
+        """Ask for its deletion: its finalizer keeps it, deletion timestamp set, until removed."""
+        ...
+
+    async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        """On a Node or a NodeClaim, under optimistic locking (a conflict is read again)."""
+        ...
+
+    async def remove_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        """The object goes once its last finalizer does, if its deletion was asked for; absent: done."""
+        ...
