@@ -194,6 +194,11 @@ class Settings(InputLimits, SigningKey):
     of its own (`shared.bus.trust`): for a laboratory only; it says so at start and on /readyz."""
     data_dir: Path = Path(".nodewright")
     """Where embedded servers keep their data between runs."""
+    kubeconfig: Path | None = None
+    """The kubeconfig a service reaches the Kubernetes API with; unset: `KUBECONFIG`, else the
+    in-cluster configuration of its ServiceAccount."""
+    kube_context: str | None = None
+    """The kubeconfig context to use; unset: its current context."""
     log_level: str = "INFO"
     clock_start: datetime | None = None
     """With it, the accelerated clock: the simulated instant at `clock_origin` (wall, epoch seconds)."""

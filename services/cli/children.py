@@ -158,12 +158,18 @@ def supervise(children: list[Child], say: Callable[[str], object]) -> None:
 
 @contextlib.contextmanager
 def started(
-    data_dir: Path, scenario: Path, env: dict[str, str], bus: LocalBus, base_port: int | None
+    data_dir: Path,
+    scenario: Path,
+    env: dict[str, str],
+    bus: LocalBus,
+    base_port: int | None,
+    kube: dict[str, dict[str, str]] | None = None,
 ) -> Iterator[list[Child]]:
     """The services, each in its own session (a Ctrl-C at the terminal reaches only `up`, which
     stops them in order) and as its own NATS user, every one ready before this yields. The sim
     first: the others talk to it as soon as they start; the relay next, which makes the stream
-    the others consume."""
+    the others consume. `kube`: each service's settings for the Kubernetes API (the sim's listen
+    address and users file; a service's kubeconfig)."""
     commands = {
         "sim": ["-m", "services.sim", "--scenario", str(scenario)],
         "relay": ["-m", "services.relay"],
@@ -172,7 +178,11 @@ def started(
         "termination": ["-m", "services.termination"],
         "disruption": ["-m", "services.disruption"],
     }
-    clean = {k: v for k, v in env.items() if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT"))}
+    clean = {
+        k: v
+        for k, v in env.items()
+        if not k.startswith(("NODEWRIGHT_NATS_", "NODEWRIGHT_DEPLOYMENT", "NODEWRIGHT_KUBE", "NODEWRIGHT_SIM_API"))
+    }
     logs = data_dir / "logs"
     logs.mkdir(exist_ok=True)
     ports = data_dir / "ports"
@@ -187,7 +197,7 @@ def started(
                 logs / f"{name}.log",
                 ports / f"{name}.port",
                 command=[sys.executable, *args],
-                env={**clean, **LOOPBACK, **bus.acting_as(name).environment()},
+                env={**clean, **LOOPBACK, **bus.acting_as(name).environment(), **(kube or {}).get(name, {})},
                 wanted_port=base_port + index if base_port is not None else 0,
             )
             child.spawn()

@@ -42,6 +42,7 @@ from services.cli import children as children_of
 from services.cli.children import Child, ChildExited
 from services.cli.database import reach_configured
 from services.cli.eventlog import migrate
+from services.cli.local_cluster import LocalCluster
 from shared.bus.setup import set_up
 from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
@@ -123,16 +124,20 @@ def _up(
             "NODEWRIGHT_SIM_WORLD": world,
             **clock.environment(),
         }
+        cluster = LocalCluster.prepare(config, base_port)
         view: dict[str, Any] = {}
         try:
             with (
                 contextlib.ExitStack() as cleanup,
-                children_of.started(config.data_dir, scenario, env, bus, base_port) as children,
+                children_of.started(config.data_dir, scenario, env, bus, base_port, cluster.environments()) as children,
             ):
                 for child in children:
                     console.print(
                         f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}"
                     )
+                applied = loop.run(cluster.apply_scenario(scenario))
+                console.print(f"the Kubernetes API on {cluster.server}" + (f"; applied {applied}" if applied else ""))
+                console.print(f"export KUBECONFIG={cluster.user_kubeconfig}")
                 clock.open()  # every process is ready: the scenario's time starts now, for all of them
                 shared = write_clock(config.data_dir, clock)
                 cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))

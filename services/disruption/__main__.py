@@ -1,5 +1,6 @@
 """`python -m services.disruption --port N`: disruption, as `nodewright up` starts it. It reads the
-instance types and prices from the sim's cloud and says its Events through the sim's cluster."""
+instance types and prices from the cloud (the sim's, over NATS) and writes Events and NodeClaim
+status through the Kubernetes API (`shared.runtime.process.serve_connected`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ def main(
     logs.configure(log_format)
     serve_connected(
         "disruption",
-        lambda store, sim, bus, config: DisruptionService(store, sim, config.clock(), bus, port=port, cluster=sim),
+        lambda store, world, bus, config: DisruptionService(
+            store, world.cloud, config.clock(), bus, port=port, cluster=world.cluster
+        ),
     )
 
 

@@ -1,6 +1,6 @@
 """`python -m services.scheduler --port N`: the scheduler, as `nodewright up` starts it. The
-cloud it launches on, and the cluster its pod events go to, are the sim's, over NATS (the only
-adapters so far)."""
+cloud it launches on is the sim's, over NATS; the cluster (NodeClaims, Events) is reached through
+the Kubernetes API (`shared.runtime.process.serve_connected`)."""
 
 from __future__ import annotations
 
@@ -21,15 +21,15 @@ def main(
     logs.configure(log_format)
     serve_connected(
         "scheduler",
-        lambda store, sim, bus, config: SchedulerService(
+        lambda store, world, bus, config: SchedulerService(
             store,
-            sim,
+            world.cloud,
             config.clock(),
             bus,
             port=port,
             idle=timedelta(seconds=config.batch_idle_duration),
             longest=timedelta(seconds=config.batch_max_duration),
-            cluster=sim,
+            cluster=world.cluster,
             timeout=timedelta(seconds=config.scheduling_timeout),
         ),
     )

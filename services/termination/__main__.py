@@ -1,5 +1,5 @@
 """`python -m services.termination --port N`: termination, as `nodewright up` starts it. It drains
-through the sim's cluster and deletes through the sim's cloud, over NATS (the only adapters so far)."""
+through the Kubernetes API and deletes through the cloud (the sim's, over NATS)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def main(
     logs.configure(log_format)
     serve_connected(
         "termination",
-        lambda store, sim, bus, config: TerminationService(
-            store, sim, sim, config.clock(), bus, port=port, ack_wait=config.termination_ack_wait
+        lambda store, world, bus, config: TerminationService(
+            store, world.cluster, world.cloud, config.clock(), bus, port=port, ack_wait=config.termination_ack_wait
         ),
     )
 

@@ -1,5 +1,5 @@
 """`python -m services.watcher --port N`: the watcher, as `nodewright up` starts it. The cluster
-it watches is the sim's, over NATS (the only `Cluster` adapter so far)."""
+it watches is reached through the Kubernetes API (`shared.runtime.process.serve_connected`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def main(
     logs.configure(log_format)
     serve_connected(
         "watcher",
-        lambda store, sim, bus, config: WatcherService(store, sim, config.clock(), bus, port=port),
+        lambda store, world, bus, config: WatcherService(store, world.cluster, config.clock(), bus, port=port),
     )
 
 

@@ -6,13 +6,17 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
+from shared.adapters.kube import KubeCluster, KubeConfigError
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
 from shared.runtime import crashes, loop
 from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
+from shared.ports.cloud import CloudProvider
+from shared.ports.cluster import Cluster
 from shared.store.eventstore import EventStore
 
 log = logging.getLogger("nodewright")
@@ -54,10 +58,20 @@ class Service(Protocol):
     async def run(self, stopping: asyncio.Event) -> None: ...
 
 
-def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettings, Settings], Service]) -> None:
-    """Run a service that needs the event store and the cluster and cloud (the sim's adapter, the
-    only one so far), as its own NATS identity, closing both when it stops. A bus not there yet
-    is waited for. With NODEWRIGHT_SIGNING_KEY, every event it appends is signed."""
+@dataclass(frozen=True)
+class Connected:
+    """What a service reaches the world through: the cluster (the Kubernetes API) and the cloud
+    (the sim's, over NATS, until a real provider)."""
+
+    cluster: Cluster
+    cloud: CloudProvider
+
+
+def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettings, Settings], Service]) -> None:
+    """Run a service that needs the event store, the cluster (its kubeconfig: NODEWRIGHT_KUBECONFIG,
+    else KUBECONFIG, else in-cluster) and the cloud, as its own NATS identity and its own
+    Kubernetes identity, closing all when it stops. A bus not there yet is waited for. With
+    NODEWRIGHT_SIGNING_KEY, every event it appends is signed."""
     config = settings()
     database_url = config.database_url
     if not database_url or not config.nats_url:
@@ -65,15 +79,23 @@ def serve_connected(name: str, build: Callable[[EventStore, SimClient, BusSettin
     bus = BusSettings.from_settings(config)
 
     async def run(stopping: asyncio.Event) -> None:
+        try:
+            cluster = await KubeCluster.connect(
+                str(config.kubeconfig) if config.kubeconfig else None, context=config.kube_context
+            )
+        except KubeConfigError as exc:
+            crashes.give_up(f"the {name} cannot reach the Kubernetes API: {exc}", 2)
         store = EventStore.connect(database_url, pool_size=4, signing_key=config.signing_key_bytes())
         sim = await _sim_client(bus, name, stopping)
         if sim is None:
+            await cluster.close()
             await store.close()
             return
         try:
-            await build(store, sim, bus, config).run(stopping)
+            await build(store, Connected(cluster, sim), bus, config).run(stopping)
         finally:
             await sim.close()
+            await cluster.close()
             await store.close()
 
     serve(run, name)

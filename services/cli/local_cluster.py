@@ -1,0 +1,114 @@
+"""The local cluster of `nodewright up`: the sim's Kubernetes API, its tokens and kubeconfigs,
+and a scenario's NodePools applied through that API, as `kubectl apply` would.
+
+The API listens on 127.0.0.1 (at `--base-port` + 6, else a free port). Every start makes new
+tokens (`shared.runtime.identities`): the services' kubeconfigs go to `<data dir>/kube/`, the
+user's context `nodewright-<deployment>` to `<data dir>/kubeconfig`.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from shared.adapters.kube.connect import api_client
+from shared.config import Settings
+from shared.runtime.identities import Identities
+from shared.runtime.scenarios import load_scenario
+
+API_PORT_OFFSET = 6
+"""With --base-port, the API's port comes after the six services' health ports."""
+GROUP, VERSION, NODEPOOLS = "karpenter.sh", "v1", "nodepools"
+
+
+class ApplyRefused(RuntimeError):
+    """The API refused a NodePool (its Status message says which field and rule)."""
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    identities: Identities
+    kube_dir: Path
+    user_kubeconfig: Path
+    context: str
+    listen: str
+
+    @property
+    def server(self) -> str:
+        return self.identities.server
+
+    @classmethod
+    def prepare(cls, config: Settings, base_port: int | None) -> LocalCluster:
+        port = base_port + API_PORT_OFFSET if base_port is not None else _free_port()
+        identities = Identities.new(f"http://127.0.0.1:{port}")
+        kube_dir = config.data_dir / "kube"
+        identities.write(kube_dir)
+        context = f"nodewright-{config.deployment}"
+        user = config.data_dir / "kubeconfig"
+        identities.write_user(user, context)
+        return cls(identities, kube_dir, user, context, f"127.0.0.1:{port}")
+
+    def environments(self) -> dict[str, dict[str, str]]:
+        """What each process is told: the sim where to listen and whom to admit; each service
+        its own kubeconfig."""
+        out = {
+            "sim": {
+                "NODEWRIGHT_SIM_API_LISTEN": self.listen,
+                "NODEWRIGHT_SIM_API_USERS": str(self.kube_dir / "sim-api-users.yaml"),
+            }
+        }
+        for service in self.identities.tokens:
+            out[service] = {"NODEWRIGHT_KUBECONFIG": str(Identities.kubeconfig(self.kube_dir, service))}
+        return out
+
+    async def apply_scenario(self, scenario: Path) -> str:
+        """The scenario's NodePools, created or replaced through the API as the user; which."""
+        pools = [pool.to_dict() for pool in load_scenario(scenario).nodepools]
+        if not pools:
+            return ""
+        await apply_nodepools(self.user_kubeconfig, self.context, pools)
+        return "NodePools " + ", ".join(p["metadata"]["name"] for p in pools)
+
+
+async def apply_nodepools(kubeconfig: Path, context: str | None, documents: list[dict[str, Any]]) -> None:
+    """Create each NodePool, or replace the one of its name (at the version read), as `kubectl
+    apply` ends up doing; a refusal raises ApplyRefused with the API's message."""
+    async with await api_client(kubeconfig, context) as api:
+        objects = client.CustomObjectsApi(api)
+        for document in documents:
+            name = document["metadata"]["name"]
+            try:
+                await objects.create_cluster_custom_object(GROUP, VERSION, NODEPOOLS, document)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise ApplyRefused(_message(exc)) from exc
+                current = await objects.get_cluster_custom_object(GROUP, VERSION, NODEPOOLS, name)
+                body = {**document, "metadata": {**document["metadata"], **_version(current)}}
+                try:
+                    await objects.replace_cluster_custom_object(GROUP, VERSION, NODEPOOLS, name, body)
+                except ApiException as again:
+                    raise ApplyRefused(_message(again)) from again
+
+
+def _version(current: Any) -> dict[str, str]:
+    return {"resourceVersion": str((current.get("metadata") or {}).get("resourceVersion", ""))}
+
+
+def _message(exc: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except ValueError:
+        return str(exc.reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
