@@ -20,6 +20,14 @@ demo: $(STAMP)
 	$(BIN)/nodewright validate examples/nodepools/*.yaml
 	@echo "--- one simulated Monday of three NodePools, every service its own process (about 2 minutes)"
 	$(BIN)/nodewright run examples/scenarios/flagship-day.yaml --speed 720 --report .nodewright/report
+	@echo "--- now drive a local cluster with kubectl: in one terminal"
+	@echo "  $(BIN)/nodewright up"
+	@echo "and in another"
+	@echo "  export KUBECONFIG=.nodewright/kubeconfig PATH=$$PWD/$(BIN):\$$PATH"
+	@echo "  kubectl apply -f examples/kubectl/"
+	@echo "  kubectl get nodepools,nodeclaims,nodes"
+	@echo "  kubectl patch nodepool general --type merge -p '{\"spec\":{\"limits\":{\"nodes\":\"1\"}}}'"
+	@echo "  kubectl get events"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -8,6 +8,7 @@ user's context `nodewright-<deployment>` to `<data dir>/kubeconfig`.
 
 from __future__ import annotations
 
+import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
-
 from shared.adapters.kube.connect import api_client
+
 from shared.config import Settings
 from shared.runtime.identities import Identities
 from shared.runtime.scenarios import load_scenario
@@ -100,8 +101,6 @@ def _version(current: Any) -> dict[str, str]:
 
 
 def _message(exc: ApiException) -> str:
-    import json
-
     try:
         return str(json.loads(exc.body or "{}").get("message") or exc.reason)
     except ValueError:

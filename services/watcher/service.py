@@ -19,6 +19,7 @@ from datetime import datetime
 import asyncpg
 from prometheus_client import Counter
 
+from services.watcher import pool_status
 from services.watcher.facts import WATCHER_FACTS, Fact, Facts
 from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell, database_answers
@@ -31,6 +32,7 @@ from shared.store.eventstore import EventStore, unit
 
 PRODUCER = "watcher"
 RETRY_SECONDS = 0.5
+COUNT_SECONDS = 1.0
 MAX_RETRY_SECONDS = 10.0
 
 
@@ -43,6 +45,9 @@ log = logging.getLogger("nodewright.watcher")
 
 
 class WatcherService:
+    """Also keeps each NodePool's status: its conditions after each validation, its `nodes` and
+    `resources` from the log's counters (`services.watcher.pool_status`)."""
+
     def __init__(
         self, store: EventStore, cluster: Cluster, clock: Clock, bus: BusSettings | str, *, port: int = 0
     ) -> None:
@@ -52,6 +57,7 @@ class WatcherService:
         self.facts = Facts()
         self.synced = False
         self.appended = 0
+        self._counted: dict[str, dict[str, object]] = {}
         self.database = database_answers(store)
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[self._ready])
         self.reported = Counter(
@@ -69,6 +75,7 @@ class WatcherService:
     async def run(self, stopping: asyncio.Event) -> None:
         await self.shell.start(stopping)
         watching = asyncio.create_task(self._follow())
+        counting = asyncio.create_task(self._count())
         try:
             stopped = asyncio.create_task(stopping.wait())
             await asyncio.wait({watching, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -76,9 +83,10 @@ class WatcherService:
             if watching.done():
                 watching.result()  # a failure of the watch ends the service, loudly
         finally:
-            watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching
+            for task in (watching, counting):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await self.shell.stop()
 
     async def _follow(self) -> None:
@@ -154,15 +162,32 @@ class WatcherService:
                 await self._condition(fact, now)
 
     async def _condition(self, fact: Fact, now: datetime) -> None:
-        """The pool's ValidationSucceeded condition, written back as Karpenter's controller does."""
+        """The pool's conditions (ValidationSucceeded, NodeClassReady, Ready), written back as
+        Karpenter's NodePool controllers do."""
         event = fact.event
-        errors = getattr(event, "errors", None)
-        condition = {
-            "type": "ValidationSucceeded",
-            "status": "False" if errors else "True",
-            "reason": "ValidationFailed" if errors else "ValidationSucceeded",
-            "message": "; ".join(f"{e['path']}: {e['message']}" for e in errors or [])[:32768],
-            "lastTransitionTime": now.isoformat(),
-        }
+        document = getattr(event, "nodepool_object", None) or {}
+        previous = (document.get("status") or {}).get("conditions") or []
+        written = pool_status.conditions(getattr(event, "errors", None), now, previous)
         with contextlib.suppress(NotFound):  # deleted meanwhile: its deletion is the next fact
-            await self.cluster.set_nodepool_condition(event.nodepool, condition)
+            await self.cluster.patch_nodepool_status(event.nodepool, {"conditions": written})
+
+    async def _count(self) -> None:
+        """Each pool's `nodes` and `resources`, from the log's counters, written when changed; a
+        failure waits for the next round (the counts are the log's, never lost)."""
+        while True:
+            await asyncio.sleep(COUNT_SECONDS)
+            if not self.synced:
+                continue
+            try:
+                counters = await self.store.counters()
+                for pool, counter in counters.items():
+                    if counter.spec is None:
+                        continue  # not in force (rejected or deleted): nothing to count on it
+                    status = pool_status.counted(counter)
+                    if self._counted.get(pool) != status:
+                        await self.cluster.patch_nodepool_status(pool, status)
+                        self._counted[pool] = status
+            except NotFound:
+                continue
+            except WATCH_ERRORS as exc:
+                log.warning("NodePool counts not written (%r); trying again", exc)

@@ -13,10 +13,10 @@ from shared.adapters.kube import KubeCluster, KubeConfigError
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
-from shared.runtime import crashes, loop
-from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
 from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import Cluster
+from shared.runtime import crashes, loop
+from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
 from shared.store.eventstore import EventStore
 
 log = logging.getLogger("nodewright")
