@@ -45,12 +45,17 @@ class LocalCluster:
 
     @classmethod
     def prepare(cls, config: Settings, base_port: int | None) -> LocalCluster:
-        port = base_port + API_PORT_OFFSET if base_port is not None else _free_port()
+        port = base_port + API_PORT_OFFSET if base_port is not None else free_port()
+        return cls.create(config.data_dir, port, config.deployment)
+
+    @classmethod
+    def create(cls, data_dir: Path, port: int, deployment: str) -> LocalCluster:
+        """New tokens for an API on 127.0.0.1:`port`, written under `data_dir`."""
         identities = Identities.new(f"http://127.0.0.1:{port}")
-        kube_dir = config.data_dir / "kube"
+        kube_dir = data_dir / "kube"
         identities.write(kube_dir)
-        context = f"nodewright-{config.deployment}"
-        user = config.data_dir / "kubeconfig"
+        context = f"nodewright-{deployment}"
+        user = data_dir / "kubeconfig"
         identities.write_user(user, context)
         return cls(identities, kube_dir, user, context, f"127.0.0.1:{port}")
 
@@ -107,7 +112,7 @@ def _message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

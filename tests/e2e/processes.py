@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.cli.local_cluster import LocalCluster, free_port
 from shared.bus.service import PORT_FILE_ENV
 from shared.store.eventstore import EventStore
 
@@ -73,6 +74,8 @@ class System:
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.tmp, self.env = tmp, env
         self.services: list[Service] = []
+        self.cluster = LocalCluster.create(tmp / "cluster", free_port(), env.get("NODEWRIGHT_DEPLOYMENT", "default"))
+        """The sim's Kubernetes API, with a token for each service and the user."""
         if env.get("NODEWRIGHT_NATS_URL"):
             done = subprocess.run(
                 [str(Path(sys.executable).parent / "nodewright"), "bus", "setup"],
@@ -89,7 +92,7 @@ class System:
         with log.open("wb") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}", *args, "--port", "0"],
-                env={**self.env, PORT_FILE_ENV: str(said)},
+                env={**self.env, **self.cluster.environments().get(name, {}), PORT_FILE_ENV: str(said)},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
