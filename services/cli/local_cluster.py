@@ -19,12 +19,16 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from shared.adapters.kube.connect import api_client
 
 from shared.config import Settings
-from shared.runtime.identities import Identities
+from services.sim.api.tls import self_signed
+from shared.runtime.identities import USERS_FILE, Identities
 from shared.runtime.scenarios import load_scenario
 
 API_PORT_OFFSET = 6
 """With --base-port, the API's port comes after the six services' health ports."""
 GROUP, VERSION, NODEPOOLS = "karpenter.sh", "v1", "nodepools"
+TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
+"""The sim's serving certificate and key: made here so every kubeconfig can trust it, and a
+restarted sim serves the same one."""
 
 
 class ApplyRefused(RuntimeError):
@@ -50,10 +54,16 @@ class LocalCluster:
 
     @classmethod
     def create(cls, data_dir: Path, port: int, deployment: str) -> LocalCluster:
-        """New tokens for an API on 127.0.0.1:`port`, written under `data_dir`."""
-        identities = Identities.new(f"http://127.0.0.1:{port}")
+        """New tokens and a new serving certificate for an API on 127.0.0.1:`port`, written
+        under `data_dir` (the key readable by its owner alone)."""
+        certificate, key = self_signed("127.0.0.1")
+        identities = Identities.new(f"https://127.0.0.1:{port}", certificate)
         kube_dir = data_dir / "kube"
         identities.write(kube_dir)
+        (kube_dir / TLS_CERT).write_bytes(certificate)
+        (kube_dir / TLS_KEY).unlink(missing_ok=True)
+        (kube_dir / TLS_KEY).touch(mode=0o600)
+        (kube_dir / TLS_KEY).write_bytes(key)
         context = f"nodewright-{deployment}"
         user = data_dir / "kubeconfig"
         identities.write_user(user, context)
@@ -65,7 +75,9 @@ class LocalCluster:
         out = {
             "sim": {
                 "NODEWRIGHT_SIM_API_LISTEN": self.listen,
-                "NODEWRIGHT_SIM_API_USERS": str(self.kube_dir / "sim-api-users.yaml"),
+                "NODEWRIGHT_SIM_API_USERS": str(self.kube_dir / USERS_FILE),
+                "NODEWRIGHT_SIM_API_TLS_CERT": str(self.kube_dir / TLS_CERT),
+                "NODEWRIGHT_SIM_API_TLS_KEY": str(self.kube_dir / TLS_KEY),
             }
         }
         for service in self.identities.tokens:

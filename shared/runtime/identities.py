@@ -38,10 +38,16 @@ class Identities:
     server: str
     tokens: dict[str, str] = field(default_factory=dict)
     user_token: str = ""
+    certificate_authority: bytes | None = None
+    """The PEM the server's certificate is checked against (the sim's own, self-signed)."""
 
     @classmethod
-    def new(cls, server: str) -> Identities:
-        return cls(server, {s: secrets.token_urlsafe(32) for s in SERVICE_CALLS}, secrets.token_urlsafe(32))
+    def new(cls, server: str, certificate_authority: bytes | None = None) -> Identities:
+        tokens = {s: secrets.token_urlsafe(32) for s in SERVICE_CALLS}
+        return cls(server, tokens, secrets.token_urlsafe(32), certificate_authority)
+
+    def _document(self, contexts: dict[str, str]) -> dict[str, Any]:
+        return kubeconfig_document(self.server, contexts, certificate_authority=self.certificate_authority)
 
     def users(self) -> dict[str, Any]:
         """The sim's users file: each service with its rules, the user with all (no `rules`)."""
@@ -57,7 +63,7 @@ class Identities:
         path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(self.users(), sort_keys=False), encoding="utf-8")
         for service, token in self.tokens.items():
-            write_kubeconfig(self.kubeconfig(directory, service), kubeconfig_document(self.server, {service: token}))
+            write_kubeconfig(self.kubeconfig(directory, service), self._document({service: token}))
         return path
 
     @staticmethod
@@ -65,9 +71,13 @@ class Identities:
         return directory / f"{service}.kubeconfig"
 
     def write_user(self, path: Path, context: str) -> None:
-        """The user's kubeconfig: this cluster's context (named `context`) replaces one of that
-        name and becomes the current one; other deployments' contexts are kept."""
-        document = kubeconfig_document(self.server, {context: self.user_token})
+        """The user's kubeconfig: this cluster's context (named `context`, as its cluster is)
+        replaces one of that name and becomes the current one; other deployments' are kept."""
+        document = self._document({context: self.user_token})
+        for cluster in document["clusters"]:
+            cluster["name"] = context
+        for entry in document["contexts"]:
+            entry["context"]["cluster"] = context
         try:
             kept = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
