@@ -28,7 +28,7 @@ USERS_FILE = "sim-api-users.yaml"
 
 def service_account(service: str) -> str:
     """The name a service's token authenticates as, as its ServiceAccount's would in a cluster."""
-    return f"system:serviceaccount:nodewright:{service}"
+    return f"system:serviceaccount:nodewright:nodewright-{service}"
 
 
 @dataclass(frozen=True)
