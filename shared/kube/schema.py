@@ -149,7 +149,8 @@ class _Converter:
     def _mark(schema: Schema, marker: Marker, path: str) -> Schema:
         if not marker.description:
             raise SchemaError(f"{path}: no description (add one to shared.kube.markers.FIELDS)")
-        return {"description": marker.description, **schema, **marker.extensions()}
+        rest = {k: v for k, v in schema.items() if k != "description"}  # the field's words, not its type's
+        return {"description": marker.description, **rest, **marker.extensions()}
 
 
 def _ref_name(node: Schema) -> str:
