@@ -56,8 +56,14 @@ _SCALARS: dict[str, Schema] = {
     "datetime": {"type": "string", "format": "date-time"},
     "date": {"type": "string", "format": "date"},
 }
-INT_OR_STRING: Schema = {"type": "string", "format": "int-or-string"}
-"""How the API server's OpenAPI types an IntOrString (a PDB's minAvailable, a probe's port)."""
+INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+INT_OR_STRING_SCHEMA: Schema = {
+    "description": "An integer or a string (a count or a percentage, a port number or its name).",
+    "type": "string",
+    "format": "int-or-string",
+}
+"""How the API server's OpenAPI types an IntOrString (a PDB's minAvailable, a probe's port): a
+named schema the fields refer to."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def builtin_schemas() -> dict[str, Schema]:
     `x-kubernetes-group-version-kind` of each kind. Cached: the result is never changed."""
     from kubernetes.client import models
 
-    out: dict[str, Schema] = {}
+    out: dict[str, Schema] = {INT_OR_STRING: dict(INT_OR_STRING_SCHEMA)}
     pending = [kind.model for kind in KINDS]
     while pending:
         name = pending.pop()
@@ -162,7 +168,7 @@ def _type_schema(text: str, annotation: Any, nested: list[str]) -> Schema:
     if match := _DICT.match(text):
         return {"type": "object", "additionalProperties": _type_schema(match[1], None, nested)}
     if text == "object":
-        return dict(INT_OR_STRING) if _int_or_string(annotation) else {"type": "object"}
+        return {"allOf": [ref(INT_OR_STRING)]} if _int_or_string(annotation) else {"type": "object"}
     nested.append(text)
     return {"allOf": [ref(definition_name(text))]}
 
