@@ -18,7 +18,7 @@ from typing import Any
 from shared.api.quantity import format_quantity, parse
 from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD
 
-BINARY = frozenset({"memory", "ephemeral-storage", "hugepages-1Gi", "hugepages-2Mi"})
+BINARY = frozenset({"memory", "ephemeral-storage"})
 DEFAULT_GRACE_SECONDS = 30
 
 
