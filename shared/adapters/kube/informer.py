@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 
 from shared.adapters.kube import shapes
-from shared.adapters.kube.api import KubeApi, error_of, status_error
+from shared.adapters.kube.api import KubeApi, error_of, paused_gc, status_error
 from shared.ports.cluster import ADDED, DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, Gone, Snapshot, WatchEvent
 
 PAGE = 500
@@ -80,10 +80,12 @@ class Informer:
         query: dict[str, Any] = {"limit": PAGE}
         while True:
             body = await self.api.call("GET", kind.path, query=query)
-            for item in body.get("items") or ():
-                item.setdefault("apiVersion", kind.api_version)
-                item.setdefault("kind", kind.name)
-                out.append(WatchEvent(shapes.resource_version(item), kind.name, ADDED, shapes.key(item), flatten(item)))
+            with paused_gc():
+                for item in body.get("items") or ():
+                    item.setdefault("apiVersion", kind.api_version)
+                    item.setdefault("kind", kind.name)
+                    version = shapes.resource_version(item)
+                    out.append(WatchEvent(version, kind.name, ADDED, shapes.key(item), flatten(item)))
             metadata = body.get("metadata") or {}
             if not metadata.get("continue"):
                 return shapes.resource_version(body), out
@@ -142,7 +144,6 @@ class Informer:
             "timeoutSeconds": str(WATCH_SECONDS),
         }
         timeout = aiohttp.ClientTimeout(sock_connect=10, sock_read=WATCH_SECONDS + 30)
-        flatten = shapes.FLATTEN[kind.name]
         async with self.api.response("GET", kind.path, query=query, timeout=timeout) as response:
             if response.status != 200:
                 raise error_of(response.status, await response.read(), f"watch {kind.path}")
@@ -150,22 +151,30 @@ class Informer:
             async for chunk in response.content.iter_any():
                 lines = (pending + chunk).split(b"\n")
                 pending = lines.pop()
-                batch: list[WatchEvent] = []
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    action, obj = event.get("type"), event.get("object") or {}
-                    if action == "ERROR":
-                        raise status_error(obj, f"watch {kind.path}")
-                    version = shapes.resource_version(obj)
-                    if action != "BOOKMARK":
-                        obj.setdefault("apiVersion", kind.api_version)
-                        obj.setdefault("kind", kind.name)
-                        batch.append(WatchEvent(version, kind.name, action, shapes.key(obj), flatten(obj)))
-                    position.after, position.heard = version, True
+                batch = _changes(kind, lines, position)
                 if batch:
                     await queue.put(batch)
+
+
+def _changes(kind: Kind, lines: list[bytes], position: _Position) -> list[WatchEvent]:
+    """A chunk's watch events, parsed and flattened; every change and bookmark moves `position`."""
+    flatten = shapes.FLATTEN[kind.name]
+    batch: list[WatchEvent] = []
+    with paused_gc():
+        for line in lines:
+            if not line.strip():
+                continue
+            event = orjson.loads(line)
+            action, obj = event.get("type"), event.get("object") or {}
+            if action == "ERROR":
+                raise status_error(obj, f"watch {kind.path}")
+            version = shapes.resource_version(obj)
+            if action != "BOOKMARK":
+                obj.setdefault("apiVersion", kind.api_version)
+                obj.setdefault("kind", kind.name)
+                batch.append(WatchEvent(version, kind.name, action, shapes.key(obj), flatten(obj)))
+            position.after, position.heard = version, True
+    return batch
 
 
 @dataclass(slots=True)

@@ -48,7 +48,13 @@ def timestamp(text: str | None) -> str | None:
 
 def effective_requests(spec: Mapping[str, Any]) -> dict[str, str]:
     """The pod's requests as the scheduler counts them (k8s.io/component-helpers' PodRequests):
-    the containers' sum, each resource raised to the largest init container's, plus overhead."""
+    the containers' sum, each resource raised to the largest init container's, plus overhead.
+    The common pod, one container and nothing else, is answered from a cache of request sets,
+    so the dict is shared: read it, never change it (as the sim's pod shapes share a template's)."""
+    containers = spec.get("containers") or ()
+    if len(containers) == 1 and not spec.get("initContainers") and not spec.get("overhead"):
+        requests = (containers[0].get("resources") or {}).get("requests") or {}
+        return _canonical(tuple(requests.items()))
     total: dict[str, Decimal] = {}
     for container in spec.get("containers") or ():
         for name, value in _requests_of(container):
@@ -60,6 +66,11 @@ def effective_requests(spec: Mapping[str, Any]) -> dict[str, str]:
     for name, value in (spec.get("overhead") or {}).items():
         total[name] = total.get(name, Decimal(0)) + _quantity(value)
     return {k: _spelled(k, v) for k, v in total.items()}
+
+
+@lru_cache(maxsize=4096)
+def _canonical(requests: tuple[tuple[str, str | int], ...]) -> dict[str, str]:
+    return {k: _spelled(k, _quantity(v)) for k, v in requests}
 
 
 def _requests_of(container: Mapping[str, Any]) -> Iterable[tuple[str, Decimal]]:
