@@ -1,0 +1,250 @@
+"""The CRDs nodewright generates against upstream Karpenter's (tests/data/upstream-crds/).
+
+Every property upstream declares must exist in ours with the same type, enum, pattern, format,
+bounds, required set, `x-kubernetes-*` markers and default (defaults compared after the schema's
+own nested defaulting, as the API server applies them); the printer columns, names, scope and
+subresources must be upstream's; and what we add must be exactly the documented extensions.
+Where nodewright deliberately differs, `DIFFERENCES` says so and why: any other difference fails,
+named by its path.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared.kube.crds import custom_resource_definitions, file_name, render
+from shared.kube.schema import apply_defaults
+
+UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream-crds"
+COMPARED = (
+    "type",
+    "enum",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "maxProperties",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-int-or-string",
+)
+
+EXTENSIONS = {
+    "nodepools": {"spec.disruption.nodeLimitMode", "spec.disruption.budgets[].timeZone"},
+    "nodeclaims": set(),
+}
+"""nodewright's documented extensions (docs/api.md): the only paths upstream does not have."""
+
+_UNSUPPORTED_BALANCED = "Balanced (Karpenter v1.14+) is not supported: the API server refuses it up front"
+_STRINGS_ON_AN_ARRAY = (
+    "upstream puts string keywords on the array, where the API server ignores them; nodewright "
+    "checks each value as a label value (shared.api.validation)"
+)
+_MESSAGE_DEFAULTS = "one Condition model: an absent message is stored as an empty one rather than refused"
+_CONDITION_TYPE = "the Condition model does not constrain the type's text; nodewright writes only CamelCase types"
+_NODECLAIM_REASON = (
+    "one Condition model for both kinds, with the NodePool's (metav1.Condition's) rules: a NodeClaim "
+    "condition needs a reason"
+)
+DIFFERENCES: dict[tuple[str, str, str], str] = {
+    ("nodepools", "spec.disruption.consolidationPolicy", "enum"): _UNSUPPORTED_BALANCED,
+    ("nodepools", "spec.template.spec.requirements[].values", "pattern"): _STRINGS_ON_AN_ARRAY,
+    ("nodepools", "spec.template.spec.requirements[].values", "maxLength"): _STRINGS_ON_AN_ARRAY,
+    ("nodeclaims", "spec.requirements[].values", "pattern"): _STRINGS_ON_AN_ARRAY,
+    ("nodeclaims", "spec.requirements[].values", "maxLength"): _STRINGS_ON_AN_ARRAY,
+    ("nodepools", "status.conditions[]", "required"): _MESSAGE_DEFAULTS,
+    ("nodepools", "status.conditions[].message", "default"): _MESSAGE_DEFAULTS,
+    ("nodeclaims", "status.conditions[].message", "default"): _MESSAGE_DEFAULTS,
+    ("nodepools", "status.conditions[].type", "pattern"): _CONDITION_TYPE,
+    ("nodeclaims", "status.conditions[].type", "pattern"): _CONDITION_TYPE,
+    (
+        "nodepools",
+        "status.nodes",
+        "default",
+    ): "the model leaves status.nodes unset until nodewright has counted the pool's nodes",
+    ("nodeclaims", "status.conditions[]", "required"): _NODECLAIM_REASON,
+    ("nodeclaims", "status.conditions[].reason", "pattern"): _NODECLAIM_REASON,
+    ("nodeclaims", "status.conditions[].reason", "minLength"): _NODECLAIM_REASON,
+}
+"""(plural, path, keyword) where nodewright deliberately differs from upstream, and why."""
+
+
+def _load(plural: str) -> dict[str, Any]:
+    return yaml.safe_load((UPSTREAM / f"karpenter.sh_{plural}.yaml").read_text())
+
+
+def _ours(plural: str) -> dict[str, Any]:
+    return next(c for c in custom_resource_definitions() if c["spec"]["names"]["plural"] == plural)
+
+
+def _walk(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, schema
+    for name, prop in schema.get("properties", {}).items():
+        yield from _walk(prop, f"{path}.{name}" if path else name)
+    if isinstance(schema.get("items"), dict):
+        yield from _walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _walk(schema["additionalProperties"], f"{path}{{}}")
+
+
+def _schema(crd: dict[str, Any]) -> dict[str, Any]:
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def _norm(keyword: str, value: Any) -> Any:
+    if keyword == "enum" and value is not None:
+        return sorted(value)
+    return value
+
+
+def schema_differences(plural: str) -> list[str]:
+    upstream, ours = _schema(_load(plural)), _schema(_ours(plural))
+    theirs_by_path, ours_by_path = dict(_walk(upstream)), dict(_walk(ours))
+    found = []
+    for path, node in theirs_by_path.items():
+        if path not in ours_by_path:
+            found.append(f"{plural} {path}: missing")
+            continue
+        mine = ours_by_path[path]
+        for keyword in (*COMPARED, "required", "default"):
+            a, b = node.get(keyword), mine.get(keyword)
+            if keyword == "required":
+                a, b = sorted(a or []), sorted(b or [])
+            elif keyword == "default":
+                a, b = apply_defaults(a, node), apply_defaults(b, mine)
+                b = _without_extensions(plural, path, b)
+            else:
+                a, b = _norm(keyword, a), _norm(keyword, b)
+            if a != b and (plural, path, keyword) not in DIFFERENCES:
+                found.append(f"{plural} {path}: {keyword} is {b!r}, upstream {a!r}")
+    added = {p for p in ours_by_path if p not in theirs_by_path}
+    extensions = EXTENSIONS[plural]
+    found += [f"{plural} {p}: not upstream's and not a documented extension" for p in sorted(added - extensions)]
+    return found
+
+
+def _without_extensions(plural: str, path: str, value: Any) -> Any:
+    """A default with the extensions' own defaults taken out (upstream's cannot hold them)."""
+    if not isinstance(value, dict):
+        return value
+    prefix = f"{path}." if path else ""
+    return {
+        k: _without_extensions(plural, f"{prefix}{k}", v)
+        for k, v in value.items()
+        if f"{prefix}{k}" not in EXTENSIONS[plural]
+    }
+
+
+@pytest.mark.parametrize("plural", ["nodepools", "nodeclaims"])
+def test_the_schema_holds_every_upstream_field_alike(plural: str) -> None:
+    assert schema_differences(plural) == []
+
+
+RULES_ELSEWHERE = {
+    ("nodepools", "spec.template.spec.requirements[].key", 'label "karpenter.sh/nodepool" is restricted'): (
+        "spec.template.spec.requirements"
+    ),
+}
+"""CEL rules that sit one level up in ours: the Requirement type is shared by NodePools and
+NodeClaims, and only a NodePool's requirements may not name karpenter.sh/nodepool."""
+STATIC_NODEPOOLS = {
+    "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
+    "only 'limits.nodes' is supported on static NodePools",
+    "'weight' is not supported on static NodePools",
+}
+"""Upstream's rules for static NodePools: nodewright refuses any NodePool that sets replicas."""
+EXTENSION_RULES = {
+    ("nodepools", "spec.disruption.budgets"): {"'timeZone' applies to a 'schedule' and must be set with it"},
+}
+
+
+def _messages(schema: dict[str, Any]) -> dict[str, set[str]]:
+    return {
+        path: {rule["message"] for rule in node.get("x-kubernetes-validations", [])} for path, node in _walk(schema)
+    }
+
+
+def rule_differences(plural: str) -> list[str]:
+    theirs, ours = _messages(_schema(_load(plural))), _messages(_schema(_ours(plural)))
+    expected: dict[str, set[str]] = {path: set() for path in ours}
+    for path, messages in theirs.items():
+        for message in messages - STATIC_NODEPOOLS:
+            expected.setdefault(RULES_ELSEWHERE.get((plural, path, message), path), set()).add(message)
+    for (kind, path), messages in EXTENSION_RULES.items():
+        if kind == plural:
+            expected[path] |= messages
+    return [
+        f"{plural} {path}: CEL messages {sorted(ours.get(path, set()))}, expected {sorted(want)}"
+        for path, want in expected.items()
+        if ours.get(path, set()) != want
+    ]
+
+
+@pytest.mark.parametrize("plural", ["nodepools", "nodeclaims"])
+def test_the_cel_rules_are_upstreams_with_their_messages(plural: str) -> None:
+    assert rule_differences(plural) == []
+
+
+@pytest.mark.parametrize("plural", ["nodepools", "nodeclaims"])
+def test_names_scope_columns_and_subresources_are_upstreams(plural: str) -> None:
+    theirs, ours = _load(plural)["spec"], _ours(plural)["spec"]
+    assert (ours["group"], ours["scope"], ours["names"]) == (theirs["group"], theirs["scope"], theirs["names"])
+    (their_version,) = theirs["versions"]
+    (our_version,) = ours["versions"]
+    for key in ("name", "served", "storage", "subresources", "additionalPrinterColumns"):
+        assert our_version[key] == their_version[key], key
+    assert _schema(_ours(plural))["required"] == _schema(_load(plural))["required"]
+
+
+@pytest.mark.parametrize("plural", ["nodepools", "nodeclaims"])
+def test_every_property_is_described(plural: str) -> None:
+    undescribed = [
+        path
+        for path, node in _walk(_schema(_ours(plural)))
+        if path and not path.endswith(("[]", "{}")) and path != "metadata" and not node.get("description")
+    ]
+    assert undescribed == []
+
+
+def test_every_crd_is_structural() -> None:
+    """The API server refuses a CRD whose schema has an untyped node, a `$ref`, or
+    `additionalProperties: false`; an int-or-string node is the one untyped node it allows."""
+    problems = []
+    for crd in custom_resource_definitions():
+        for path, node in _walk(_schema(crd)):
+            if "type" not in node and not node.get("x-kubernetes-int-or-string"):
+                problems.append(f"{crd['metadata']['name']} {path}: no type")
+            if "$ref" in node or node.get("additionalProperties") is False or "title" in node:
+                problems.append(f"{crd['metadata']['name']} {path}: not structural")
+    assert problems == []
+
+
+def test_a_difference_is_named_by_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison is not vacuous: a changed upstream is reported, path and keyword."""
+    upstream = _load("nodepools")
+    spec = _schema(upstream)["properties"]["spec"]["properties"]
+    spec["weight"]["maximum"] = 99
+    spec["disruption"]["properties"]["budgets"]["items"]["properties"]["rate"] = {"type": "string"}
+    monkeypatch.setattr(sys.modules[__name__], "_load", lambda plural: upstream)
+    assert sorted(schema_differences("nodepools")) == [
+        "nodepools spec.disruption.budgets[].rate: missing",
+        "nodepools spec.weight: maximum is 100, upstream 99",
+    ]
+
+
+def test_the_yaml_round_trips() -> None:
+    for crd in custom_resource_definitions():
+        text = render(crd)
+        assert yaml.safe_load(text) == crd
+        assert file_name(crd) in {"karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml"}
