@@ -243,9 +243,9 @@ FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
         ),
     ),
     (Disruption, "nodeLimitMode"): Marker(
-        "nodewright extension. Hard (the default): limits.nodes also bounds the replacements "
-        "graceful disruption launches, so a pool at its limit is never over it; Soft: as upstream, "
-        "a replacement may briefly exceed it."
+        "nodewright extension. Provisioning never launches past limits.nodes; Hard (the default) "
+        "also keeps graceful disruption (consolidation, drift) from launching replacements past "
+        "it, Soft lets disruption ignore it. Expiration is never held back by it."
     ),
     (Budget, "nodes"): Marker(
         "The most NodeClaims of this NodePool that may be disrupting at once: a count, or a "

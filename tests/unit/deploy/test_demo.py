@@ -78,9 +78,10 @@ def test_each_service_reaches_the_sims_api_with_its_own_kubeconfig(demo, service
     assert (secret, key) == (SECRETS.kubeconfig_secret(service), "kubeconfig")
 
 
-def test_the_services_in_the_base_use_their_service_accounts(demo):
+def test_the_services_in_the_base_use_their_service_accounts():
+    base = render(BASE)
     for service in SERVICE_CALLS:
-        pod = _pod(render(BASE), service)
+        pod = _pod(base, service)
         assert pod["automountServiceAccountToken"] is True
         assert KUBECONFIG_VARIABLE not in _env(pod), "in-cluster configuration"
 
