@@ -243,7 +243,13 @@ class SimService:
         async with self._lock:
             try:
                 steps = self._advance()
-                response = api.handle(self.world.cluster, request, self.world.now)
+                try:
+                    response = api.handle(self.world.cluster, request, self.world.now)
+                except Exception:
+                    if request.writes:
+                        raise  # a write cut short by a bug may have changed part of the world
+                    log.exception("the sim's API failed to answer a read", path=request.path)
+                    response = api.Response(500, ApiError(500, "InternalError", "the sim failed to answer").status())
                 if request.writes:
                     steps.append(Step(self.world.now, KUBE_API, request.to_dict()))
                 await self._write(steps)
@@ -255,8 +261,8 @@ class SimService:
     def api_lock(self) -> asyncio.Lock:
         return self._lock
 
-    def api_cluster(self) -> Any:
-        return self.world.cluster
+    def api_state(self) -> tuple[Any, datetime]:
+        return self.world.cluster, self.world.now
 
     async def _write(self, steps: list[Step]) -> None:
         if self.journal is None:

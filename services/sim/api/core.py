@@ -44,6 +44,8 @@ class Watch:
     bookmarks: bool
     timeout: float | None
     initial: list[dict[str, Any]]
+    tables: bool = False
+    """Each event's object a one-row Table (kubectl get --watch asks so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +125,7 @@ def _handle(cluster: SimCluster, request: Request, now: datetime) -> Response:
         raise bad_request("dryRun is not supported by the sim's API server")
     if request.method in READS:
         return _read(cluster, target, request, now)
-    return Response(
-        *writes.write(cluster, target.resource, target.namespace, target.name, target.subresource, request, now)
-    )
+    return Response(*writes.write(cluster, target, request, now))
 
 
 def _discovery(path: str, request: Request) -> Response | None:
@@ -170,7 +170,7 @@ def _or_404(document: Any, path: str) -> Any:
 def _read(cluster: SimCluster, target: Target, request: Request, now: datetime) -> Response:
     query = request.query
     if _true(query.get("watch")):
-        return Response(200, watch=_watch(cluster, target, query))
+        return Response(200, watch=_watch(cluster, target, query, TABLE in request.accept, now))
     if target.name:
         obj = one(cluster, target)
         if TABLE in request.accept:
@@ -282,7 +282,7 @@ def _table(
 # --- watch ---------------------------------------------------------------------------------------------
 
 
-def _watch(cluster: SimCluster, target: Target, query: Mapping[str, str]) -> Watch:
+def _watch(cluster: SimCluster, target: Target, query: Mapping[str, str], tables: bool, now: datetime) -> Watch:
     """Where a watch starts: after the version asked for (410 Expired, as an ERROR event, if
     that history is gone), or now with every current object as ADDED (no version, or "0")."""
     fields = query.get("fieldSelector")
@@ -296,7 +296,7 @@ def _watch(cluster: SimCluster, target: Target, query: Mapping[str, str]) -> Wat
         labels, selected = label_selector(query.get("labelSelector")), field_selector(fields)
         prefix = f"{target.namespace}/" if target.namespace else ""
         initial = [
-            {"type": ADDED, "object": o}
+            {"type": ADDED, "object": _as_table(cluster, target, o, now) if tables else o}
             for k, o in sorted(current(cluster, target.resource.kind))
             if k.startswith(prefix) and labels(o["metadata"].get("labels") or {}) and selected(o)
         ]
@@ -314,10 +314,15 @@ def _watch(cluster: SimCluster, target: Target, query: Mapping[str, str]) -> Wat
         _true(query.get("allowWatchBookmarks")),
         timeout,
         initial,
+        tables,
     )
 
 
-def watch_step(cluster: SimCluster, watch: Watch, after: int) -> tuple[list[dict[str, Any]], int]:
+def _as_table(cluster: SimCluster, target: Target, obj: dict[str, Any], now: datetime) -> dict[str, Any]:
+    return _table(cluster, target, [obj], now, {"resourceVersion": obj["metadata"]["resourceVersion"]}, {})
+
+
+def watch_step(cluster: SimCluster, watch: Watch, after: int, now: datetime) -> tuple[list[dict[str, Any]], int]:
     """The watch events after `after` that the watch selects, and the version they reach; an
     ERROR event with a 410 Expired Status when that history is no longer kept."""
     kind = watch.target.resource.kind
@@ -333,7 +338,9 @@ def watch_step(cluster: SimCluster, watch: Watch, after: int) -> tuple[list[dict
             continue
         obj = render(change, cluster.extras.get(change.resource_version), cluster.pod_specs)
         if labels(obj["metadata"].get("labels") or {}) and fields(obj):
-            out.append({"type": change.action, "object": obj})
+            out.append(
+                {"type": change.action, "object": _as_table(cluster, watch.target, obj, now) if watch.tables else obj}
+            )
     return out, cluster.resource_version
 
 

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -49,7 +50,9 @@ class ApiHost(Protocol):
 
     def api_lock(self) -> asyncio.Lock: ...
 
-    def api_cluster(self) -> Any: ...
+    def api_state(self) -> tuple[Any, datetime]:
+        """The cluster and the world's instant, read under `api_lock`."""
+        ...
 
 
 class ApiServer:
@@ -116,7 +119,8 @@ class ApiServer:
             while deadline is None or loop.time() < deadline:
                 woken = self._changed
                 async with self.host.api_lock():  # only what the journal holds is seen
-                    events, after = core.watch_step(self.host.api_cluster(), watch, after)
+                    cluster, now = self.host.api_state()
+                    events, after = core.watch_step(cluster, watch, after, now)
                 await _send(stream, events)
                 if after < 0:
                     break  # 410 Expired: the client lists again

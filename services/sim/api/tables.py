@@ -32,6 +32,7 @@ def table(
     """`counts`: figures a row needs that the object does not hold (a PDB's allowed
     disruptions, a DaemonSet's pods). `full`: each row carries the whole object (includeObject=Object)."""
     columns, cells = _printer(resource, now, counts or (lambda _: {}))
+    last = resource.kind == "Event"  # an Event's name is a wide column, last
     rows = []
     for obj in objects:
         row_object = (
@@ -43,12 +44,13 @@ def table(
                 "metadata": obj.get("metadata", {}),
             }
         )
-        rows.append({"cells": [obj["metadata"]["name"], *cells(obj)], "object": row_object})
+        name = obj["metadata"]["name"]
+        rows.append({"cells": [*cells(obj), name] if last else [name, *cells(obj)], "object": row_object})
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
-        "columnDefinitions": [_NAME, *columns],
+        "columnDefinitions": [*columns, {**_NAME, "priority": 1}] if last else [_NAME, *columns],
         "rows": rows,
     }
 
