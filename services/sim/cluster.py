@@ -145,6 +145,10 @@ class SimCluster(KubeScheduler, Registry):
         objects = [WatchEvent(self._versions[(kind, key)], kind, ADDED, key, obj) for kind, key, obj in current]
         return Snapshot(self.resource_version, sorted(objects, key=lambda e: e.resource_version))
 
+    def version_of(self, kind: str, key: str) -> int:
+        """The resource version of an object's last change."""
+        return self._versions.get((kind, key), 0)
+
     def changes_since(self, resource_version: int, limit: int | None = None, *, port: bool = True) -> list[WatchEvent]:
         """What changed after `resource_version`, in order, at most `limit` (a watch from that
         version): of the port's kinds, or (`port=False`) of the API's others. Gone when those
@@ -267,13 +271,13 @@ class SimCluster(KubeScheduler, Registry):
         if known is not None:
             pdb.created_at = known.created_at
         self.pdbs[pdb.key] = pdb
-        self.record(PDB, MODIFIED if known else ADDED, pdb.key, pdb.to_dict(), _created(pdb.created_at))
+        self.record(PDB, MODIFIED if known else ADDED, pdb.key, pdb.to_dict(), _made(pdb.created_at, pdb.metadata))
 
     def delete_pdb(self, key: str) -> None:
         pdb = self.pdbs.pop(key, None)
         if pdb is None:
             raise NotFound(f"poddisruptionbudget {key} not found")
-        self.record(PDB, DELETED, key, pdb.to_dict(), _created(pdb.created_at))
+        self.record(PDB, DELETED, key, pdb.to_dict(), _made(pdb.created_at, pdb.metadata))
 
     def pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
         return [b for b in self.pdbs.values() if b.namespace == pod.namespace and b.selector.matches(pod.labels)]
@@ -288,6 +292,10 @@ class SimCluster(KubeScheduler, Registry):
         """Healthy pods beyond what the budget must keep (status.disruptionsAllowed)."""
         healthy, desired = self._budget(pdb)
         return max(healthy - desired, 0)
+
+    def budget(self, pdb: PodDisruptionBudget) -> tuple[int, int]:
+        """(currentHealthy, desiredHealthy), as a PDB's status has them."""
+        return self._budget(pdb)
 
     def _budget(self, pdb: PodDisruptionBudget) -> tuple[int, int]:
         """(currentHealthy, desiredHealthy) of a PDB."""
@@ -460,12 +468,16 @@ def _node_extra(node: Node) -> dict[str, Any] | None:
     return {"annotations": dict(node.annotations)} if node.annotations else None
 
 
-def _created(at: datetime | None) -> dict[str, Any] | None:
-    return {"createdAt": api_time(at)} if at is not None else None
+def _made(at: datetime | None, metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """When a PDB or DaemonSet was made, and the labels and annotations a client gave it."""
+    extra: dict[str, Any] = {"createdAt": api_time(at)} if at is not None else {}
+    if metadata:
+        extra["metadata"] = dict(metadata)
+    return extra or None
 
 
 def _daemonset_extra(daemonset: DaemonSet) -> dict[str, Any] | None:
-    extra = _created(daemonset.created_at) or {}
+    extra = _made(daemonset.created_at, daemonset.metadata) or {}
     if daemonset.template.spec is not None:
         extra["spec"] = daemonset.template.spec
     return extra or None

@@ -162,6 +162,8 @@ class PodDisruptionBudget:
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
     created_at: datetime | None = field(default=None, compare=False)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Its labels and annotations, as a client set them through the API."""
 
     @property
     def key(self) -> str:
@@ -194,6 +196,8 @@ class DaemonSet:
     name: str
     template: PodTemplate
     created_at: datetime | None = field(default=None, compare=False)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Its labels and annotations, as a client set them through the API."""
 
     @property
     def key(self) -> str:

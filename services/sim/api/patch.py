@@ -86,7 +86,9 @@ def _merge_list(have: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
     for item in patch:
         if not isinstance(item, Mapping) or merge_key not in item:
             raise bad_request(f"a strategic merge patch of a list merged by {merge_key!r} needs it in every item")
-        index = next((i for i, old in enumerate(out) if isinstance(old, Mapping) and old.get(merge_key) == item[merge_key]), None)
+        index = next(
+            (i for i, old in enumerate(out) if isinstance(old, Mapping) and old.get(merge_key) == item[merge_key]), None
+        )
         if item.get("$patch") == "delete":
             if index is not None:
                 del out[index]

@@ -100,9 +100,11 @@ class Users:
 
 
 def allowed(user: User, request: Attributes) -> bool:
-    if not request.is_resource and any(
-        request.path == p or request.path.startswith(p + "/") for p in DISCOVERY_PREFIXES
-    ) and request.verb == "get":
+    if (
+        not request.is_resource
+        and any(request.path == p or request.path.startswith(p + "/") for p in DISCOVERY_PREFIXES)
+        and request.verb == "get"
+    ):
         return True
     if user.rules is None:
         return True

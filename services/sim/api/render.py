@@ -19,7 +19,9 @@ CONTAINER = "main"
 """The one container of a scenario's pod, requesting the template's requests."""
 
 
-def render(event: WatchEvent, extra: Mapping[str, Any] | None, pod_specs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+def render(
+    event: WatchEvent, extra: Mapping[str, Any] | None, pod_specs: Mapping[str, dict[str, Any]]
+) -> dict[str, Any]:
     """One change's object as the API serves it, at that change's resource version."""
     version = str(event.resource_version)
     obj = event.object
@@ -158,8 +160,11 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
             "capacity": dict(flat.get("capacity") or {}),
             "allocatable": dict(flat.get("allocatable") or {}),
             "conditions": [condition],
-            "nodeInfo": {"kubeletVersion": "v1.31.0-sim", "architecture": flat.get("labels", {}).get(
-                "kubernetes.io/arch", "amd64"), "operatingSystem": "linux"},
+            "nodeInfo": {
+                "kubeletVersion": "v1.31.0-sim",
+                "architecture": flat.get("labels", {}).get("kubernetes.io/arch", "amd64"),
+                "operatingSystem": "linux",
+            },
         },
     }
 
@@ -178,6 +183,7 @@ def pdb(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dict
         "resourceVersion": version,
         "creationTimestamp": created,
         "generation": 1,
+        **_given(extra),
     }
     return {"apiVersion": "policy/v1", "kind": PDB, "metadata": metadata, "spec": spec}
 
@@ -203,6 +209,7 @@ def daemonset(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -
             "resourceVersion": version,
             "creationTimestamp": extra.get("createdAt"),
             "generation": 1,
+            **_given(extra),
         },
         "spec": {
             "selector": {"matchLabels": labels},
@@ -211,3 +218,8 @@ def daemonset(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -
         },
     }
 
+
+def _given(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The labels and annotations a client gave a PDB or DaemonSet."""
+    given = extra.get("metadata") or {}
+    return {k: dict(given[k]) for k in ("labels", "annotations") if given.get(k)}

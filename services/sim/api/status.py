@@ -61,7 +61,9 @@ def success(details: dict[str, Any] | None = None, code: int = 200) -> dict[str,
 
 def not_found(resource: str, name: str, group: str = "") -> ApiError:
     qualified = f"{resource}.{group}" if group else resource
-    return ApiError(404, "NotFound", f'{qualified} "{name}" not found', {"name": name, "group": group, "kind": resource})
+    return ApiError(
+        404, "NotFound", f'{qualified} "{name}" not found', {"name": name, "group": group, "kind": resource}
+    )
 
 
 def bad_request(message: str) -> ApiError:
@@ -76,7 +78,9 @@ def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
     return ApiError(
         422,
         "Invalid",
-        f'{qualified} "{name}" is invalid: [{listed}]' if len(causes) > 1 else f'{qualified} "{name}" is invalid: {listed}',
+        f'{qualified} "{name}" is invalid: [{listed}]'
+        if len(causes) > 1
+        else f'{qualified} "{name}" is invalid: {listed}',
         {"name": name, "group": group, "kind": kind},
         causes,
     )
@@ -95,7 +99,9 @@ def conflict(resource: str, name: str, group: str = "") -> ApiError:
 
 def already_exists(resource: str, name: str, group: str = "") -> ApiError:
     qualified = f"{resource}.{group}" if group else resource
-    return ApiError(409, "AlreadyExists", f'{qualified} "{name}" already exists', {"name": name, "group": group, "kind": resource})
+    return ApiError(
+        409, "AlreadyExists", f'{qualified} "{name}" already exists', {"name": name, "group": group, "kind": resource}
+    )
 
 
 def expired(message: str) -> ApiError:
