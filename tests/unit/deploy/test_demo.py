@@ -6,16 +6,21 @@ service's rules exactly its adapter's (`shared.adapters.kube.rbac`)."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
+import ipaddress
 import stat
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
+from cryptography import x509
 
 from services.sim.api.rbac import Users
+from services.sim.api.tls import self_signed
 from shared.adapters.kube.rbac import SERVICE_CALLS, rules_for
 from tests.unit.deploy.render import BASE, DEMO, kustomization, of, render
 
@@ -92,22 +97,29 @@ def test_the_sim_serves_its_api_on_the_service_the_kubeconfigs_name(demo):
     (container,) = pod["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     host, port = env["NODEWRIGHT_SIM_API_LISTEN"].rsplit(":", 1)
-    assert (host, int(port)) == ("0.0.0.0", ports["http-api"])
-    assert _mounted_file(pod, env["NODEWRIGHT_SIM_API_USERS"]) == (SECRETS.USERS_SECRET, "users.yaml")
+    assert (host, int(port)) == ("0.0.0.0", ports["https-api"])
+    for variable, key in (("USERS", "users.yaml"), ("TLS_CERT", "tls.crt"), ("TLS_KEY", "tls.key")):
+        assert _mounted_file(pod, env[f"NODEWRIGHT_SIM_API_{variable}"]) == (SECRETS.USERS_SECRET, key)
     (service,) = of(demo, "Service").values()
     (exposed,) = service["spec"]["ports"]
-    assert exposed["targetPort"] == "http-api"
+    assert exposed["targetPort"] == "https-api"
     assert (
-        f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{exposed['port']}"
+        f"https://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{exposed['port']}"
         == SECRETS.SIM_API
     )
     labels = of(demo, "Deployment")["nodewright-sim"]["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
 
 
-def test_the_printed_secrets_are_the_ones_mounted_and_the_sim_reads_them():
+@pytest.fixture(scope="module")
+def certificate() -> tuple[bytes, bytes]:
+    return self_signed(SECRETS.SIM_HOST)
+
+
+def test_the_printed_secrets_are_the_ones_mounted_and_the_sim_reads_them(certificate):
     tokens = {service: f"token-{service}" for service in SERVICE_CALLS}
-    printed = {s["metadata"]["name"]: s["stringData"] for s in SECRETS.render(tokens, "token-admin")}
+    rendered = SECRETS.render(tokens, "token-admin", *certificate)
+    printed = {s["metadata"]["name"]: s["stringData"] for s in rendered}
     assert set(printed) == {SECRETS.USERS_SECRET, *(SECRETS.kubeconfig_secret(s) for s in SERVICE_CALLS)}
     users = Users.parse(yaml.safe_load(printed[SECRETS.USERS_SECRET]["users.yaml"]))
     for service, token in tokens.items():
@@ -116,10 +128,23 @@ def test_the_printed_secrets_are_the_ones_mounted_and_the_sim_reads_them():
         rules = [r.model_dump(by_alias=True, exclude_defaults=True) for r in user.rules or []]
         assert rules == rules_for(service), service
         config = yaml.safe_load(printed[SECRETS.kubeconfig_secret(service)]["kubeconfig"])
-        assert config["clusters"][0]["cluster"]["server"] == SECRETS.SIM_API
+        (cluster,) = config["clusters"]
+        assert cluster["cluster"]["server"] == SECRETS.SIM_API
+        assert base64.b64decode(cluster["cluster"]["certificate-authority-data"]) == certificate[0]
         assert [u["user"]["token"] for u in config["users"]] == [token]
+    assert printed[SECRETS.USERS_SECRET]["tls.crt"].encode() == certificate[0]
+    assert printed[SECRETS.USERS_SECRET]["tls.key"].encode() == certificate[1]
     admin = users.authenticate("Bearer token-admin")
     assert admin is not None and admin.rules is None
+
+
+def test_the_certificate_names_the_service_and_the_forwarded_address(certificate):
+    names = x509.load_pem_x509_certificate(certificate[0]).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    assert SECRETS.SIM_HOST in names.value.get_values_for_type(x509.DNSName)
+    assert ipaddress.ip_address("127.0.0.1") in names.value.get_values_for_type(x509.IPAddress)
+    assert SECRETS.FORWARDED.startswith("https://127.0.0.1:")
 
 
 def test_the_script_writes_a_private_kubeconfig_and_fresh_tokens(tmp_path: Path, capsys):
@@ -131,6 +156,8 @@ def test_the_script_writes_a_private_kubeconfig_and_fresh_tokens(tmp_path: Path,
         config = yaml.safe_load(target.read_text())
         assert config["clusters"][0]["cluster"]["server"] == SECRETS.FORWARDED
         printed = list(yaml.safe_load_all(capsys.readouterr().out))
+        for secret in printed:
+            kubernetes_validate.validate(secret, kubernetes_validate.latest_version(), strict=True)
         users = yaml.safe_load(
             next(s for s in printed if s["metadata"]["name"] == SECRETS.USERS_SECRET)["stringData"]["users.yaml"]
         )

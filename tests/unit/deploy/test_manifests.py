@@ -225,7 +225,7 @@ def test_the_probes_and_the_metrics_port(base, demo):
     for name, deployment in deployments.items():
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert container["envFrom"] == [{"configMapRef": {"name": "nodewright-config"}}]
-        ports = {p["name"]: p["containerPort"] for p in container["ports"] if p["name"] != "http-api"}
+        ports = {p["name"]: p["containerPort"] for p in container["ports"] if p["name"] != "https-api"}
         assert ports == {"http-metrics": metrics, "http-health": resolve(container["command"])[1].params["port"]}
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-health"}, name
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-health"}, name
