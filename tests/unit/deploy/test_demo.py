@@ -1,6 +1,6 @@
 """deploy/overlays/demo: the base plus the sim, whose Kubernetes API the services reach instead of
 the cluster's own. Each service that calls the API mounts its kubeconfig Secret and is told its
-path; the sim mounts its users file; the Secrets `secrets.py` prints are the ones mounted, the
+path; the sim mounts its users file; the Secrets `kube_secrets.py` prints are the ones mounted, the
 kubeconfigs name the sim's Service, and the users file is one the sim's API reads, with each
 service's rules exactly its adapter's (`shared.adapters.kube.rbac`)."""
 
@@ -9,7 +9,10 @@ from __future__ import annotations
 import base64
 import importlib.util
 import ipaddress
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,12 +26,13 @@ from services.sim.api.rbac import Users
 from services.sim.api.tls import self_signed
 from shared.adapters.kube.rbac import SERVICE_CALLS, rules_for
 from tests.unit.deploy.render import BASE, DEMO, kustomization, of, render
+from tests.unit.deploy.support import ROOT
 
 KUBECONFIG_VARIABLE = "NODEWRIGHT_KUBECONFIG"
 
 
 def _secrets_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_secrets", DEMO / "secrets.py")
+    spec = importlib.util.spec_from_file_location("demo_secrets", DEMO / "kube_secrets.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -147,21 +151,34 @@ def test_the_certificate_names_the_service_and_the_forwarded_address(certificate
     assert SECRETS.FORWARDED.startswith("https://127.0.0.1:")
 
 
-def test_the_script_writes_a_private_kubeconfig_and_fresh_tokens(tmp_path: Path, capsys):
+def _run_script(kubeconfig: Path) -> list[dict[str, Any]]:
+    """The script as deploy/README.md runs it, from the repository's top."""
+    done = subprocess.run(
+        [sys.executable, str(DEMO / "kube_secrets.py"), "--kubeconfig", str(kubeconfig)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": "."},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return list(yaml.safe_load_all(done.stdout))
+
+
+def test_the_script_writes_a_private_kubeconfig_and_fresh_tokens(tmp_path: Path):
     tokens = []
     for run in range(2):
         target = tmp_path / f"demo-{run}.kubeconfig"
-        assert SECRETS.main(["--kubeconfig", str(target)]) == 0
+        printed = _run_script(target)
         assert stat.S_IMODE(target.stat().st_mode) == 0o600
         config = yaml.safe_load(target.read_text())
         assert config["clusters"][0]["cluster"]["server"] == SECRETS.FORWARDED
-        printed = list(yaml.safe_load_all(capsys.readouterr().out))
         for secret in printed:
             kubernetes_validate.validate(secret, kubernetes_validate.latest_version(), strict=True)
-        users = yaml.safe_load(
-            next(s for s in printed if s["metadata"]["name"] == SECRETS.USERS_SECRET)["stringData"]["users.yaml"]
-        )
-        tokens.append({u["token"] for u in users["users"]})
+        users_secret = next(s for s in printed if s["metadata"]["name"] == SECRETS.USERS_SECRET)["stringData"]
+        tokens.append({u["token"] for u in yaml.safe_load(users_secret["users.yaml"])["users"]})
         assert config["users"][0]["user"]["token"] in tokens[-1]
+        authority = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
+        assert authority.decode() == users_secret["tls.crt"]
     assert len(tokens[0]) == len(SERVICE_CALLS) + 1
     assert not tokens[0] & tokens[1], "every run makes new tokens"

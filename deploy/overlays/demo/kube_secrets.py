@@ -13,7 +13,7 @@ the services).
 Your kubeconfig (the admin, at https://127.0.0.1:8090 for `kubectl port-forward`) goes to the
 file `--kubeconfig` names, readable by you alone:
 
-    PYTHONPATH=. python deploy/overlays/demo/secrets.py --kubeconfig demo.kubeconfig \\
+    PYTHONPATH=. python deploy/overlays/demo/kube_secrets.py --kubeconfig demo.kubeconfig \\
       | kubectl -n nodewright apply -f -
     kubectl -n nodewright port-forward svc/nodewright-sim 8090 &
     KUBECONFIG=demo.kubeconfig kubectl get nodepools,nodeclaims,nodes
