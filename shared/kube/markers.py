@@ -164,12 +164,10 @@ FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
     # --- the objects -------------------------------------------------------------------------
     (NodePool, "apiVersion"): Marker(API_VERSION),
     (NodePool, "kind"): Marker(KIND),
-    (NodePool, "metadata"): Marker("Standard object metadata."),
     (NodePool, "spec"): Marker("The NodePool's desired state."),
     (NodePool, "status"): Marker("The NodePool's observed state, written by nodewright."),
     (NodeClaim, "apiVersion"): Marker(API_VERSION),
     (NodeClaim, "kind"): Marker(KIND),
-    (NodeClaim, "metadata"): Marker("Standard object metadata."),
     (NodeClaim, "spec"): Marker(
         "The NodeClaim's desired state; immutable once created.",
         validations=(("self == oldSelf", "spec is immutable"),),

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from shared.kube.crds import custom_resource_definitions, file_name, render
+from shared.kube.markers import FIELDS
 from shared.kube.schema import apply_defaults
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream-crds"
@@ -249,3 +250,11 @@ def test_the_yaml_round_trips() -> None:
         text = render(crd)
         assert yaml.safe_load(text) == crd
         assert file_name(crd) in {"karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml"}
+
+
+def test_every_marker_names_a_field_the_crds_hold() -> None:
+    """A marker left behind by a renamed or removed field is an error, not dead text."""
+    fields = {(model, (f.alias or name)) for model in {m for m, _ in FIELDS} for name, f in model.model_fields.items()}
+    assert sorted(f"{m.__name__}.{w}" for m, w in FIELDS if (m, w) not in fields) == []
+    described = {node.get("description") for crd in custom_resource_definitions() for _, node in _walk(_schema(crd))}
+    assert sorted(f"{m.__name__}.{w}" for (m, w), mark in FIELDS.items() if mark.description not in described) == []
