@@ -10,11 +10,13 @@ named by its path.
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -258,3 +260,81 @@ def test_every_marker_names_a_field_the_crds_hold() -> None:
     assert sorted(f"{m.__name__}.{w}" for m, w in FIELDS if (m, w) not in fields) == []
     described = {node.get("description") for crd in custom_resource_definitions() for _, node in _walk(_schema(crd))}
     assert sorted(f"{m.__name__}.{w}" for (m, w), mark in FIELDS.items() if mark.description not in described) == []
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "nodepools"
+
+
+def _openapi_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """The schema as JSON Schema (draft 4, which OpenAPI v3's schema object follows); the
+    `x-kubernetes-*` keywords are the API server's and ignored here."""
+    return jsonschema.Draft4Validator(schema)
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_nodepool_is_accepted_by_our_crd(path: Path) -> None:
+    """The examples are valid NodePools (nodewright's validator says so elsewhere); the API server
+    must take them too, defaults applied; and without the extensions, so must upstream's."""
+    ours = _schema(_ours("nodepools"))
+    theirs = _schema(_load("nodepools"))
+    for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if not document or document.get("kind") != "NodePool":
+            continue
+        defaulted = apply_defaults(document, ours)
+        problems = [
+            f"{'.'.join(map(str, e.path))}: {e.message}" for e in _openapi_validator(ours).iter_errors(defaulted)
+        ]
+        assert problems == [], path.name
+        plain = copy.deepcopy(document)
+        disruption = plain["spec"].get("disruption", {})
+        disruption.pop("nodeLimitMode", None)
+        for budget in disruption.get("budgets", []):
+            budget.pop("timeZone", None)
+        assert list(_openapi_validator(theirs).iter_errors(apply_defaults(plain, theirs))) == [], path.name
+
+
+def _minimal(**spec: Any) -> dict[str, Any]:
+    template = {"spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []}}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "p"},
+        "spec": {"template": template, **spec},
+    }
+
+
+REFUSED = [
+    ("weight below 1", _minimal(weight=0), "spec.weight"),
+    (
+        "budget nodes not a count or percentage",
+        _minimal(disruption={"budgets": [{"nodes": "ten"}]}),
+        "spec.disruption.budgets.0.nodes",
+    ),
+    (
+        "unknown consolidation policy",
+        _minimal(disruption={"consolidationPolicy": "Sometimes"}),
+        "spec.disruption.consolidationPolicy",
+    ),
+    ("unknown node limit mode", _minimal(disruption={"nodeLimitMode": "Strict"}), "spec.disruption.nodeLimitMode"),
+    ("limit not a quantity", _minimal(limits={"cpu": "lots"}), "spec.limits.cpu"),
+    (
+        "expireAfter not a duration",
+        _minimal(
+            template={
+                "spec": {
+                    "nodeClassRef": {"group": "g", "kind": "K", "name": "n"},
+                    "requirements": [],
+                    "expireAfter": "1d",
+                }
+            }
+        ),
+        "spec.template.spec.expireAfter",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "document", "where"), REFUSED, ids=[c[0] for c in REFUSED])
+def test_our_crd_refuses_a_bad_nodepool_at_its_field(case: str, document: dict[str, Any], where: str) -> None:
+    ours = _schema(_ours("nodepools"))
+    paths = {".".join(map(str, e.path)) for e in _openapi_validator(ours).iter_errors(apply_defaults(document, ours))}
+    assert paths == {where}, case
