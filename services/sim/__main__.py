@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from services.sim.api.rbac import Users, UsersError
+from services.sim.api.server import ApiOptions
 from services.sim.journal import JOURNAL_FORMAT
 from services.sim.service import SimService
 from shared.api.scenario import Scenario, ScenarioError
@@ -33,12 +37,17 @@ def main(
         world = load_scenario(scenario)
     except ScenarioError as exc:
         crashes.give_up(f"the scenario cannot be played: {exc}", 2)
+    try:
+        api = api_options(os.environ)
+    except (UsersError, ValueError) as exc:
+        crashes.give_up(f"the sim's Kubernetes API cannot be served: {exc}", 2)
     service = SimService(
         world,
         config.clock(),
         BusSettings.from_settings(config),
         port=port,
         world=config.sim_world or world_of(world),
+        api=api,
     )
 
     async def run(stopping: asyncio.Event) -> None:
@@ -57,6 +66,16 @@ def main(
             (config.data_dir / "sim-score.json").write_text(json.dumps(score))
 
     serve(run, "sim")
+
+
+def api_options(environ: Mapping[str, str]) -> ApiOptions:
+    """Where the Kubernetes API listens (`NODEWRIGHT_SIM_API_LISTEN`, host:port; 127.0.0.1 and
+    any free port unless told) and who may use it (`NODEWRIGHT_SIM_API_USERS`, a users file;
+    without one every request is refused 401)."""
+    host, port = ApiOptions.parse_listen(environ.get("NODEWRIGHT_SIM_API_LISTEN") or "127.0.0.1:0")
+    path = environ.get("NODEWRIGHT_SIM_API_USERS")
+    users = Users.load(Path(path)) if path else Users([])
+    return ApiOptions(users, host, port)
 
 
 def world_of(scenario: Scenario) -> str:

@@ -10,6 +10,8 @@ watchers (`changes_since`). Pure: time comes in as `now`.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
@@ -17,6 +19,7 @@ from typing import Any
 
 from services.sim.kube_scheduler import KubeScheduler, takes_pods, tolerated
 from services.sim.objects import (
+    AlreadyExists,
     ClusterError,
     DaemonSet,
     EvictionRefused,
@@ -28,11 +31,11 @@ from services.sim.objects import (
     PodTemplate,
     Workload,
 )
+from services.sim.registry import Registry, api_time
 from shared.api.core import Taint, TaintEffect
 from shared.api.labels import HOSTNAME_LABEL
 from shared.api.scenario import STATEFULSET
 from shared.disruption.pdbs import scaled
-from shared.ports import cluster as ports
 from shared.ports.cluster import (
     ADDED,
     DAEMONSET,
@@ -49,11 +52,13 @@ from shared.ports.cluster import (
 
 HISTORY = 50_000
 """Changes kept for watchers: between this and twice this many."""
-EVENTS_KEPT = 10_000
-"""Kubernetes Events kept, the oldest dropped first (the API server lets them expire)."""
+PORT_KINDS = frozenset({POD, NODE, PDB, DAEMONSET, NODEPOOL, NODECLAIM})
+"""The kinds the `Cluster` port lists and watches; the API's others (Events, Namespaces) have a
+history of their own, on the same counter."""
 _ZERO = Decimal(0)
 
 __all__ = [
+    "AlreadyExists",
     "ClusterError",
     "DaemonSet",
     "EvictionRefused",
@@ -68,7 +73,7 @@ __all__ = [
 ]
 
 
-class SimCluster(KubeScheduler):
+class SimCluster(KubeScheduler, Registry):
     def __init__(self) -> None:
         self.pods: dict[str, Pod] = {}
         self.nodes: dict[str, Node] = {}
@@ -76,7 +81,13 @@ class SimCluster(KubeScheduler):
         self.workloads: dict[str, Workload] = {}
         self.daemonsets: dict[str, DaemonSet] = {}
         self.changes: list[WatchEvent] = []
-        self.nodepools: dict[str, dict[str, Any]] = {}
+        self.api_changes: list[WatchEvent] = []
+        self.extras: dict[int, Mapping[str, Any]] = {}
+        """What a change's object holds beyond the port's shape (a node's annotations, when a PDB
+        or DaemonSet was made), by resource version, for the API to render it as it was."""
+        self.pod_specs: dict[str, dict[str, Any]] = {}
+        """The pod spec a user sent through the API, by pod uid (a pod's spec does not change)."""
+        self._trimmed = {id(self.changes): 0, id(self.api_changes): 0}  # the newest version dropped
         self._versions: dict[tuple[str, str], int] = {}
         self.resource_version = 0
         self._serial = 0
@@ -90,8 +101,6 @@ class SimCluster(KubeScheduler):
         self._active: dict[str, Pod] = {}
         self._retry_all = True
         self._full_pass_at: datetime | None = None
-        self.events: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # aggregated, as the API server does
-        self.nodeclaim_deletions: dict[str, dict[str, Any]] = {}  # NodeClaims a user deleted, until they go
         self.eviction_requests: dict[str, dict[str, int]] = {}
         """Every eviction request, by pod and by the API's answer: 200 evicted, 404 the pod was
         not there (gone already), 429 a PodDisruptionBudget refused, 500 more than one PDB. A
@@ -100,14 +109,24 @@ class SimCluster(KubeScheduler):
         self.pdb_violations = 0
         """Pods removed while a PodDisruptionBudget over them allowed no disruption, by anything but a
         termination's grace period (its forcing is the one removal allowed to break a budget)."""
+        self._init_registry()
 
     # --- watch ---------------------------------------------------------------------------------
 
-    def record(self, kind: str, action: str, key: str, obj: dict[str, Any]) -> None:
+    def record(
+        self, kind: str, action: str, key: str, obj: dict[str, Any], extra: Mapping[str, Any] | None = None
+    ) -> None:
         self.resource_version += 1
-        self.changes.append(WatchEvent(self.resource_version, kind, action, key, obj))
-        if len(self.changes) > 2 * HISTORY:
-            del self.changes[:HISTORY]  # a watch older than what is kept must list again (410 Gone)
+        history = self.changes if kind in PORT_KINDS else self.api_changes
+        history.append(WatchEvent(self.resource_version, kind, action, key, obj))
+        if extra:
+            self.extras[self.resource_version] = extra
+        if len(history) > 2 * HISTORY:  # a watch older than what is kept must list again (410 Gone)
+            self._trimmed[id(history)] = history[HISTORY - 1].resource_version
+            del history[:HISTORY]
+            oldest = min(self._trimmed.values())
+            for version in [v for v in self.extras if v <= oldest]:
+                del self.extras[version]
         if action == DELETED:
             self._versions.pop((kind, key), None)
         else:
@@ -121,28 +140,35 @@ class SimCluster(KubeScheduler):
             *((PDB, k, b.to_dict()) for k, b in self.pdbs.items()),
             *((DAEMONSET, k, d.to_dict()) for k, d in self.daemonsets.items()),
             *((NODEPOOL, k, d) for k, d in self.nodepools.items()),
-            *((NODECLAIM, k, d) for k, d in self.nodeclaim_deletions.items()),
+            *((NODECLAIM, k, d) for k, d in self.nodeclaims.items()),
         ]
         objects = [WatchEvent(self._versions[(kind, key)], kind, ADDED, key, obj) for kind, key, obj in current]
         return Snapshot(self.resource_version, sorted(objects, key=lambda e: e.resource_version))
 
-    def changes_since(self, resource_version: int, limit: int | None = None) -> list[WatchEvent]:
+    def version_of(self, kind: str, key: str) -> int:
+        """The resource version of an object's last change."""
+        return self._versions.get((kind, key), 0)
+
+    def changes_since(self, resource_version: int, limit: int | None = None, *, port: bool = True) -> list[WatchEvent]:
         """What changed after `resource_version`, in order, at most `limit` (a watch from that
-        version); Gone when those changes are no longer kept, as the API answers 410."""
-        if self.changes and resource_version < self.changes[0].resource_version - 1:
-            raise Gone(f"resource version {resource_version} is too old; list again")
-        start = max(resource_version - (self.changes[0].resource_version - 1), 0) if self.changes else 0
-        out = self.changes[start:]
-        return out if limit is None else out[:limit]
+        version): of the port's kinds, or (`port=False`) of the API's others. Gone when those
+        changes are no longer kept, as the API answers 410."""
+        history = self.changes if port else self.api_changes
+        if resource_version < self._trimmed[id(history)]:
+            raise Gone(f"too old resource version: {resource_version} ({self.resource_version})")
+        start = bisect.bisect_right(history, resource_version, key=lambda e: e.resource_version)
+        return history[start:] if limit is None else history[start : start + limit]
 
     # --- pods ----------------------------------------------------------------------------------
 
     def add_pod(self, pod: Pod) -> Pod:
         if pod.key in self.pods:
-            raise ClusterError(f"pod {pod.key} already exists")
+            raise AlreadyExists(f'pods "{pod.name}" already exists')
         if not pod.uid:
             self._uids += 1
             pod.uid = f"uid-{self._uids:08x}"
+        if pod.template.spec is not None:
+            self.pod_specs[pod.uid] = pod.template.spec
         self.pods[pod.key] = pod
         self._owned_by.setdefault((pod.owner_kind, pod.namespace, pod.owner_name), {})[pod.key] = pod
         if pod.node_name is not None:
@@ -241,14 +267,17 @@ class SimCluster(KubeScheduler):
     # --- PodDisruptionBudgets ------------------------------------------------------------------
 
     def apply_pdb(self, pdb: PodDisruptionBudget) -> None:
-        action = MODIFIED if pdb.key in self.pdbs else ADDED
+        known = self.pdbs.get(pdb.key)
+        if known is not None:
+            pdb.created_at = known.created_at
         self.pdbs[pdb.key] = pdb
-        self.record(PDB, action, pdb.key, pdb.to_dict())
+        self.record(PDB, MODIFIED if known else ADDED, pdb.key, pdb.to_dict(), _made(pdb.created_at, pdb.metadata))
 
     def delete_pdb(self, key: str) -> None:
         pdb = self.pdbs.pop(key, None)
-        if pdb is not None:
-            self.record(PDB, DELETED, key, pdb.to_dict())
+        if pdb is None:
+            raise NotFound(f"poddisruptionbudget {key} not found")
+        self.record(PDB, DELETED, key, pdb.to_dict(), _made(pdb.created_at, pdb.metadata))
 
     def pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
         return [b for b in self.pdbs.values() if b.namespace == pod.namespace and b.selector.matches(pod.labels)]
@@ -263,6 +292,10 @@ class SimCluster(KubeScheduler):
         """Healthy pods beyond what the budget must keep (status.disruptionsAllowed)."""
         healthy, desired = self._budget(pdb)
         return max(healthy - desired, 0)
+
+    def budget(self, pdb: PodDisruptionBudget) -> tuple[int, int]:
+        """(currentHealthy, desiredHealthy), as a PDB's status has them."""
+        return self._budget(pdb)
 
     def _budget(self, pdb: PodDisruptionBudget) -> tuple[int, int]:
         """(currentHealthy, desiredHealthy) of a PDB."""
@@ -283,10 +316,10 @@ class SimCluster(KubeScheduler):
 
     def add_node(self, node: Node) -> None:
         if node.name in self.nodes:
-            raise ClusterError(f"node {node.name} already exists")
+            raise AlreadyExists(f'nodes "{node.name}" already exists')
         self.nodes[node.name] = node
         self._retry_all = True
-        self.record(NODE, ADDED, node.name, node.to_dict())
+        self.record(NODE, ADDED, node.name, node.to_dict(), _node_extra(node))
 
     def node(self, name: str) -> Node:
         node = self.nodes.get(name)
@@ -298,7 +331,7 @@ class SimCluster(KubeScheduler):
         """`helps`: the change may let a pending pod fit (Ready, a taint gone, a label); a taint
         added cannot."""
         self._retry_all = self._retry_all or helps
-        self.record(NODE, MODIFIED, node.name, node.to_dict())
+        self.record(NODE, MODIFIED, node.name, node.to_dict(), _node_extra(node))
 
     def set_ready(self, name: str, ready: bool = True) -> None:
         node = self.node(name)
@@ -333,81 +366,27 @@ class SimCluster(KubeScheduler):
         gone = [self.delete_pod(p.key) for p in self.bound_to(name)]
         self._on_node.pop(name, None)
         self._used.pop(name, None)
-        self.record(NODE, DELETED, name, node.to_dict())
+        self.record(NODE, DELETED, name, node.to_dict(), _node_extra(node))
         return gone
 
-    # --- NodeClaims a user deleted -------------------------------------------------------------------
+    def request_node_deletion(self, name: str, now: datetime) -> list[Pod]:
+        """A delete of a node (`kubectl delete node`): marked while finalizers hold it (the
+        termination controller's drain then runs), removed with its pods otherwise."""
+        node = self.node(name)
+        if not node.finalizers:
+            return self.delete_node(name)
+        if node.deletion_timestamp is None:
+            node.deletion_timestamp = now
+            self._node_changed(node, helps=False)
+        return []
 
-    def delete_nodeclaim(self, name: str, nodepool: str, now: datetime) -> None:
-        """`kubectl delete nodeclaim`: the claim is marked for deletion (its deletion timestamp
-        set) until it goes; the watcher reports the request, termination carries it out."""
-        if name in self.nodeclaim_deletions:
+    def update_node(self, node: Node, *, helps: bool = True) -> None:
+        """Record a node the API changed in place (labels, annotations, taints, finalizers); a
+        marked node whose last finalizer went is removed."""
+        if node.deletion_timestamp is not None and not node.finalizers:
+            self.delete_node(node.name)
             return
-        obj = {"name": name, "nodepool": nodepool, "deletionTimestamp": now.isoformat()}
-        self.nodeclaim_deletions[name] = obj
-        self.record(NODECLAIM, MODIFIED, name, obj)
-
-    def annotate_nodeclaim(self, name: str, nodepool: str, annotations: dict[str, str], now: datetime) -> None:
-        """Annotations on a claim being deleted; a claim whose deletion someone else asked for (a
-        disruption) gets its deletion timestamp now, as the API server would have set it."""
-        self.delete_nodeclaim(name, nodepool, now)
-        obj = self.nodeclaim_deletions[name]
-        if any(obj.get("annotations", {}).get(k) != v for k, v in annotations.items()):
-            obj = {**obj, "annotations": {**obj.get("annotations", {}), **annotations}}
-            self.nodeclaim_deletions[name] = obj
-            self.record(NODECLAIM, MODIFIED, name, obj)
-
-    def nodeclaim_gone(self, name: str) -> None:
-        obj = self.nodeclaim_deletions.pop(name, None)
-        if obj is not None:
-            self.record(NODECLAIM, DELETED, name, obj)
-
-    # --- NodePools, as the API server holds them ------------------------------------------------
-
-    def apply_nodepool(self, document: dict[str, Any]) -> None:
-        """Stored as given, valid or not: the watcher validates it, as Karpenter does at runtime."""
-        name = str((document.get("metadata") or {}).get("name", ""))
-        action = MODIFIED if name in self.nodepools else ADDED
-        self.nodepools[name] = document
-        self.record(NODEPOOL, action, name, document)
-
-    def record_event(self, event: ports.KubeEvent, now: datetime) -> None:
-        """Keep an Event; a repeat of the same object, reason and message raises its count and
-        last time, as Kubernetes' event aggregation does. The oldest go past EVENTS_KEPT."""
-        same = (event.kind, event.key, event.reason, event.message)
-        kept = self.events.pop(same, None)
-        if kept is None:
-            kept = {**event.to_dict(), "count": 0, "firstTimestamp": now.isoformat()}
-        kept["count"] += 1
-        kept["lastTimestamp"] = now.isoformat()
-        self.events[same] = kept
-        if len(self.events) > EVENTS_KEPT:
-            del self.events[next(iter(self.events))]
-
-    def events_about(self, kind: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
-        """The Events kept, oldest first, about one object or kind if given."""
-        return [e for e in self.events.values() if kind in (None, e["kind"]) and key in (None, e["key"])]
-
-    def set_nodepool_condition(self, name: str, condition: dict[str, Any]) -> None:
-        """Write one status condition (replacing the one of the same type), as a controller does."""
-        document = self.nodepools.get(name)
-        if document is None:
-            raise NotFound(f"nodepool {name} not found")
-        status = document.setdefault("status", {})
-        kept = [c for c in status.get("conditions") or [] if c.get("type") != condition.get("type")]
-        old = next((c for c in status.get("conditions") or [] if c.get("type") == condition.get("type")), None)
-        if old is not None and {k: v for k, v in old.items() if k != "lastTransitionTime"} == {
-            k: v for k, v in condition.items() if k != "lastTransitionTime"
-        }:
-            return
-        status["conditions"] = [*kept, dict(condition)]
-        self.record(NODEPOOL, MODIFIED, name, document)
-
-    def delete_nodepool(self, name: str) -> None:
-        document = self.nodepools.pop(name, None)
-        if document is None:
-            raise NotFound(f"nodepool {name} not found")
-        self.record(NODEPOOL, DELETED, name, document)
+        self._node_changed(node, helps=helps)
 
     # --- controllers ---------------------------------------------------------------------------
 
@@ -427,15 +406,18 @@ class SimCluster(KubeScheduler):
         known = self.daemonsets.get(daemonset.key)
         if known == daemonset:
             return
+        if known is not None:
+            daemonset.created_at = known.created_at
         self.daemonsets[daemonset.key] = daemonset
-        self.record(DAEMONSET, MODIFIED if known is not None else ADDED, daemonset.key, daemonset.to_dict())
+        action = MODIFIED if known is not None else ADDED
+        self.record(DAEMONSET, action, daemonset.key, daemonset.to_dict(), _daemonset_extra(daemonset))
 
     def delete_daemonset(self, namespace: str, name: str) -> None:
         """The DaemonSet goes, then its pods (the API's default background cascading delete)."""
         daemonset = self.daemonsets.pop(f"{namespace}/{name}", None)
         if daemonset is None:
             raise NotFound(f"daemonset {namespace}/{name} not found")
-        self.record(DAEMONSET, DELETED, daemonset.key, daemonset.to_dict())
+        self.record(DAEMONSET, DELETED, daemonset.key, daemonset.to_dict(), _daemonset_extra(daemonset))
         for pod in self._owned(DAEMONSET, namespace, name):
             self.delete_pod(pod.key, by_controller=True)
 
@@ -480,3 +462,22 @@ def _scale_down_order(pods: list[Pod]) -> list[Pod]:
     out = sorted(pods, key=lambda p: p.name, reverse=True)
     out.sort(key=lambda p: (p.node_name is not None, -p.created_at.timestamp()))
     return out
+
+
+def _node_extra(node: Node) -> dict[str, Any] | None:
+    return {"annotations": dict(node.annotations)} if node.annotations else None
+
+
+def _made(at: datetime | None, metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """When a PDB or DaemonSet was made, and the labels and annotations a client gave it."""
+    extra: dict[str, Any] = {"createdAt": api_time(at)} if at is not None else {}
+    if metadata:
+        extra["metadata"] = dict(metadata)
+    return extra or None
+
+
+def _daemonset_extra(daemonset: DaemonSet) -> dict[str, Any] | None:
+    extra = _made(daemonset.created_at, daemonset.metadata) or {}
+    if daemonset.template.spec is not None:
+        extra["spec"] = daemonset.template.spec
+    return extra or None

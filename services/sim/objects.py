@@ -30,6 +30,10 @@ class Gone(ClusterError, ports.Gone):
     pass
 
 
+class AlreadyExists(ClusterError):
+    """The API's 409 on a create: an object of that name is there."""
+
+
 class EvictionRefused(ClusterError, ports.EvictionRefused):
     """What the eviction API answers with 429 while a PodDisruptionBudget allows no disruption."""
 
@@ -55,6 +59,9 @@ class PodTemplate:
     priority_class: str | None = None
     priority: int = 0
     grace_seconds: int = 30
+    spec: dict[str, Any] | None = field(default=None, repr=False)
+    """The pod spec as a user sent it through the API (containers and all), rendered back as
+    sent; None for the scenario's templates, rendered with one container `main`."""
     _shape: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,8 +115,8 @@ class Pod:
             "name": self.name,
             "uid": self.uid,
             **self.template.to_dict(),
-            "ownerKind": self.owner_kind,
-            "ownerName": self.owner_name,
+            "ownerKind": self.owner_kind or None,
+            "ownerName": self.owner_name or None,
             "createdAt": self.created_at.isoformat(),
             "nodeName": self.node_name,
             "phase": "Running" if self.node_name else "Pending",
@@ -127,6 +134,10 @@ class Node:
     allocatable: Mapping[str, Decimal]
     created_at: datetime
     ready: bool = False
+    annotations: dict[str, str] = field(default_factory=dict)
+    finalizers: list[str] = field(default_factory=list)
+    deletion_timestamp: datetime | None = None
+    """Set by a delete while finalizers hold the node; it goes when the last one is removed."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +149,8 @@ class Node:
             "allocatable": _quantities(self.allocatable),
             "createdAt": self.created_at.isoformat(),
             "ready": self.ready,
+            "deletionTimestamp": self.deletion_timestamp.isoformat() if self.deletion_timestamp else None,
+            "finalizers": list(self.finalizers),
         }
 
 
@@ -148,6 +161,9 @@ class PodDisruptionBudget:
     selector: LabelSelector
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
+    created_at: datetime | None = field(default=None, compare=False)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Its labels and annotations, as a client set them through the API."""
 
     @property
     def key(self) -> str:
@@ -179,6 +195,9 @@ class DaemonSet:
     namespace: str
     name: str
     template: PodTemplate
+    created_at: datetime | None = field(default=None, compare=False)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Its labels and annotations, as a client set them through the API."""
 
     @property
     def key(self) -> str:

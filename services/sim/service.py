@@ -30,6 +30,10 @@ from faststream.nats.annotations import NatsMessage
 from nats.aio.msg import Msg
 from prometheus_client import Counter
 
+from services.sim.api import core as api
+from services.sim.api.request import Request
+from services.sim.api.server import ApiOptions, ApiServer
+from services.sim.api.status import ApiError
 from services.sim.cloud import Instance, LaunchRequest
 from services.sim.journal import Journal, JournalBroken, Step
 from services.sim.world import World
@@ -50,6 +54,8 @@ TICK_SECONDS = 0.1
 log = structlog.get_logger("nodewright.sim")
 READS = frozenset({wire.SNAPSHOT, wire.CHANGES, wire.INSTANCE_TYPES, wire.LIST})
 """The requests that change nothing, so the journal skips them."""
+KUBE_API = "kube-api"
+"""The journal's name for a write through the Kubernetes API (its body: the request)."""
 JETSTREAM_HEADERS = ("Nats-Stream", "Nats-Sequence")
 """Headers JetStream sets on what it republishes from a stream (a request never carries them)."""
 
@@ -83,8 +89,10 @@ class SimService:
         *,
         port: int = 0,
         world: str | None = None,
+        api: ApiOptions | None = None,
     ) -> None:
-        """`world` names the journal a restart resumes (None: a new world nobody resumes)."""
+        """`world` names the journal a restart resumes (None: a new world nobody resumes); `api`:
+        serve the Kubernetes API there (`api_url` once started)."""
         self.world = World(scenario)
         self.clock = clock
         self.shell = ServiceShell("sim", bus, port=port)
@@ -138,6 +146,7 @@ class SimService:
                     title=f"sim:{caller}:{request}",
                     description=f"The sim answers {request} from the {caller}.",
                 )(self._answer(caller, request))
+        self.api = ApiServer(self, api) if api is not None else None
         self.shell.before_start.append(self._restore)
         self.shell.readiness.append(self._journal_takes_steps)
 
@@ -213,9 +222,47 @@ class SimService:
         for step in steps:
             if step.request is None:
                 self._advance(step.at)
+            elif step.request == KUBE_API:
+                self.world.resume(step.at)
+                api.handle(self.world.cluster, Request.from_dict(step.body or {}), self.world.now)
             else:
                 self.world.resume(step.at)
                 self._call(step.request, step.body)
+
+    # --- the Kubernetes API (services.sim.api) -----------------------------------------------------
+
+    @property
+    def api_url(self) -> str | None:
+        return self.api.url if self.api is not None else None
+
+    async def api_request(self, request: Request) -> api.Response:
+        """One API request: the world brought up to now, then answered; a write is journaled (with
+        its advance) before it is answered or any watch sees it, as a NATS request is."""
+        if self.journal is None:
+            return api.Response(503, ApiError(503, "ServiceUnavailable", "the sim is starting").status())
+        async with self._lock:
+            try:
+                steps = self._advance()
+                try:
+                    response = api.handle(self.world.cluster, request, self.world.now)
+                except Exception:
+                    if request.writes:
+                        raise  # a write cut short by a bug may have changed part of the world
+                    log.exception("the sim's API failed to answer a read", path=request.path)
+                    response = api.Response(500, ApiError(500, "InternalError", "the sim failed to answer").status())
+                if request.writes:
+                    steps.append(Step(self.world.now, KUBE_API, request.to_dict()))
+                await self._write(steps)
+            except Exception as exc:  # the world may hold what the journal does not
+                _untrusted(exc)
+        await self._announce()
+        return response
+
+    def api_lock(self) -> asyncio.Lock:
+        return self._lock
+
+    def api_state(self) -> tuple[Any, datetime]:
+        return self.world.cluster, self.world.now
 
     async def _write(self, steps: list[Step]) -> None:
         if self.journal is None:
@@ -273,6 +320,8 @@ class SimService:
         version = self.world.cluster.resource_version
         if version != self.announced:
             self.announced = version
+            if self.api is not None:
+                self.api.notify()
             with contextlib.suppress(*OUTAGES):
                 await self.shell.broker.publish({"resourceVersion": version}, self.shell.names.sim_watch)
 
@@ -280,11 +329,15 @@ class SimService:
         self._stopping = stopping
         await self.shell.start(stopping)
         try:
+            if self.api is not None and not stopping.is_set():
+                await self.api.start()
             while not stopping.is_set():
                 await self.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), tick)
         finally:
+            if self.api is not None:
+                await self.api.stop()
             await self.shell.stop()
 
 

@@ -66,17 +66,19 @@ class World:
         self.launch_latency = scenario.latency("launch")
         self.registration_latency = scenario.latency("registration")
         for pool in scenario.nodepools:
-            self.cluster.apply_nodepool(pool.to_dict())
+            self.cluster.apply_nodepool(pool.to_dict(), self.now)
         for ds in spec.daemon_sets:
             template = PodTemplate(
                 labels={"app": ds.name}, requests=_requests(ds.requests), tolerations=list(ds.tolerations)
             )
-            self.cluster.apply_daemonset(DaemonSet(NAMESPACE, ds.name, template))
+            self.cluster.apply_daemonset(DaemonSet(NAMESPACE, ds.name, template, self.now))
         for w in spec.workloads:
             self.cluster.apply_workload(Workload(NAMESPACE, w.name, w.kind, w.replicas, template_of(w)))
             if w.pdb is not None:
                 selector = LabelSelector(match_labels={"app": w.name})
-                pdb = PodDisruptionBudget(NAMESPACE, w.name, selector, w.pdb.min_available, w.pdb.max_unavailable)
+                pdb = PodDisruptionBudget(
+                    NAMESPACE, w.name, selector, w.pdb.min_available, w.pdb.max_unavailable, self.now
+                )
                 self.cluster.apply_pdb(pdb)
         for index, entry in enumerate(spec.timeline):
             self._at(scenario.instant(entry.at), lambda i=index: self._timeline(i))
@@ -123,7 +125,7 @@ class World:
         if entry.scale is not None:
             self.cluster.workloads[f"{NAMESPACE}/{entry.scale.workload}"].replicas = entry.scale.replicas
         elif entry.apply_node_pool is not None:
-            self.cluster.apply_nodepool(self.scenario.timeline_nodepools[index].to_dict())
+            self.cluster.apply_nodepool(self.scenario.timeline_nodepools[index].to_dict(), self.now)
         elif entry.delete_node_pool is not None:
             self.cluster.delete_nodepool(entry.delete_node_pool)
         elif entry.delete_workload is not None:
@@ -140,7 +142,7 @@ class World:
         live = [
             i
             for i in self.cloud.running()
-            if i.request.nodepool == nodepool and i.request.nodeclaim not in self.cluster.nodeclaim_deletions
+            if i.request.nodepool == nodepool and not self.cluster.nodeclaim_deleting(i.request.nodeclaim)
         ]
         chosen = [i.request.nodeclaim for i in sorted(live, key=lambda i: (i.launched_at, i.request.nodeclaim))][:count]
         for name in chosen:
@@ -153,7 +155,7 @@ class World:
         ready = [
             n
             for n in self.cluster.nodes.values()
-            if n.ready and n.labels.get(NODEPOOL_LABEL) == nodepool and n.name not in self.cluster.nodeclaim_deletions
+            if n.ready and n.labels.get(NODEPOOL_LABEL) == nodepool and not self.cluster.nodeclaim_deleting(n.name)
         ]
         chosen = [n.name for n in sorted(ready, key=lambda n: (n.created_at, n.name))][:count]
         for name in chosen:

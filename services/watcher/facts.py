@@ -188,6 +188,8 @@ class Facts:
             kind = c.NodeClaimReady if known.ready else c.NodeClaimNotReady
             flipped = kind(nodeclaim=nodeclaim, nodepool=nodepool, node=event.key)
             out.append(Fact(flipped, fact_id(flipped.TYPE, provider_id, event.resource_version)))
+        if obj.get("deletionTimestamp") and nodeclaim and nodepool:
+            out.extend(self._deletion_requested(nodeclaim, nodepool))
         return out
 
     def _startup_taints_left(self, nodepool: str | None, obj: Mapping[str, Any]) -> bool:
@@ -257,17 +259,23 @@ class Facts:
         return _versioned(self.daemonsets, event, applied, c.DaemonSetDeleted)
 
     def _nodeclaim(self, event: WatchEvent) -> list[Fact]:
-        """A user's deletion of a NodeClaim (its deletion timestamp set): reported once; the claim's
-        end is termination's to record."""
+        """A deletion of a NodeClaim (its deletion timestamp set, by a user or a service): reported
+        once; the claim's end is termination's to record."""
         if event.action == DELETED:
             self.deletions.discard(event.key)
             return []
-        if not event.object.get("deletionTimestamp") or event.key in self.deletions:
+        metadata = event.object.get("metadata") or {}
+        if not metadata.get("deletionTimestamp"):
             return []
-        self.deletions.add(event.key)
-        requested = c.NodeClaimDeletionRequested(
-            nodeclaim=event.key, nodepool=str(event.object.get("nodepool") or ""), reason="Manual"
-        )
+        return self._deletion_requested(event.key, str((metadata.get("labels") or {}).get(NODEPOOL_LABEL) or ""))
+
+    def _deletion_requested(self, nodeclaim: str, nodepool: str) -> list[Fact]:
+        """NodeClaimDeletionRequested, once per claim: a deleted Node starts the same graceful
+        termination as its NodeClaim's deletion (Karpenter's node termination controller)."""
+        if nodeclaim in self.deletions:
+            return []
+        self.deletions.add(nodeclaim)
+        requested = c.NodeClaimDeletionRequested(nodeclaim=nodeclaim, nodepool=nodepool, reason="Manual")
         return [Fact(requested, only_event_id(requested.stream_id, requested.TYPE))]
 
     # --- from the log --------------------------------------------------------------------------

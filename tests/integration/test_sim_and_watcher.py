@@ -18,6 +18,7 @@ from shared.clock import ManualClock
 from shared.ports.cloud import InsufficientCapacityError
 from shared.ports.cluster import EvictionRefused
 from shared.store.eventstore import EventStore
+from tests.cluster_double import InProcessCluster
 from tests.factories import scenario_doc, startup_tainted_pool
 from tests.sim_callers import AnyCaller, provisioned
 
@@ -143,33 +144,6 @@ async def _count(store: EventStore, kind: str, n: int) -> bool:
 
 async def _ready(service: WatcherService) -> bool:
     return service.synced and not await service.shell.not_ready()
-
-
-class InProcessCluster:
-    """The Cluster port over a World in this process; `fail_after` breaks the watch once, after
-    that many changes, as a lost connection would."""
-
-    def __init__(self, world, fail_after: int | None = None) -> None:
-        self.world, self.fail_after, self.lists = world, fail_after, 0
-
-    async def snapshot(self):
-        self.lists += 1
-        return self.world.cluster.snapshot()
-
-    async def watch(self, after: int):
-        sent = 0
-        while True:
-            for change in self.world.cluster.changes_since(after):
-                if self.fail_after is not None and sent >= self.fail_after:
-                    self.fail_after = None
-                    raise ConnectionError("the connection to the cluster dropped")
-                after = change.resource_version
-                sent += 1
-                yield change
-            await asyncio.sleep(0.05)
-
-    async def set_nodepool_condition(self, nodepool, condition):
-        self.world.cluster.set_nodepool_condition(nodepool, condition)
 
 
 async def test_a_broken_watch_makes_the_watcher_list_again_and_lose_nothing(store, nats_server_url):

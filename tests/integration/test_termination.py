@@ -114,8 +114,8 @@ async def test_a_budget_that_allows_nothing_stalls_the_drain_until_the_grace_per
         ]
         assert expiring and expiring[0]["message"].startswith("All pods will be deleted by ")
         cluster = world.sim.world.cluster
-        ((claim, deleting),) = cluster.nodeclaim_deletions.items()
-        stamp = deleting["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"]
+        ((claim, deleting),) = ((k, c) for k, c in cluster.nodeclaims.items() if cluster.nodeclaim_deleting(k))
+        stamp = deleting["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"]
         assert expiring[0]["message"] == f"All pods will be deleted by {stamp}"
         node = cluster.nodes[claim]  # the sim names a node after its claim
         assert node.labels["node.kubernetes.io/exclude-from-external-load-balancers"] == "karpenter"

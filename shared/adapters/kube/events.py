@@ -1,0 +1,95 @@
+"""Kubernetes Events (core/v1) as client-go's recorder writes them.
+
+The first of an (object, reason, message) is created as `<object name>.<nanoseconds in hex>` in
+the object's namespace (`default` for a cluster-scoped object); each repeat PATCHes that Event's
+`count` and `lastTimestamp`, as client-go's EventCorrelator does, so `kubectl describe` shows
+`x12 over 3m` rather than twelve lines. The cache of what was recorded is bounded (client-go
+keeps 4096); an Event gone from the server meanwhile is created again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.adapters.kube.api import MERGE_PATCH, KubeApi
+from shared.clock import Clock, SystemClock
+from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, KubeEvent, NotFound
+
+CACHED = 4096
+SOURCE = "karpenter"
+"""The component Events come from, as upstream's recorder names it (`kubectl describe`'s From)."""
+API_VERSIONS = {
+    POD: "v1",
+    NODE: "v1",
+    PDB: "policy/v1",
+    DAEMONSET: "apps/v1",
+    NODEPOOL: "karpenter.sh/v1",
+    NODECLAIM: "karpenter.sh/v1",
+}
+
+
+@dataclass(slots=True)
+class _Recorded:
+    namespace: str
+    name: str
+    count: int
+
+
+class EventRecorder:
+    def __init__(self, api: KubeApi, clock: Clock | None = None) -> None:
+        self.api = api
+        self.clock = clock or SystemClock()
+        self._recorded: OrderedDict[tuple[str, str, str, str], _Recorded] = OrderedDict()
+
+    async def record(self, event: KubeEvent) -> None:
+        same = (event.kind, event.key, event.reason, event.message)
+        now = _rfc3339(self.clock.now())
+        known = self._recorded.get(same)
+        if known is not None:
+            self._recorded.move_to_end(same)
+            path = f"/api/v1/namespaces/{known.namespace}/events/{known.name}"
+            try:
+                await self.api.call(
+                    "PATCH",
+                    path,
+                    body={"count": known.count + 1, "lastTimestamp": now, "message": event.message},
+                    content_type=MERGE_PATCH,
+                )
+                known.count += 1
+                return
+            except NotFound:
+                del self._recorded[same]  # expired on the server: created anew below
+        namespace, _, name = event.key.rpartition("/")
+        event_namespace = namespace or "default"
+        event_name = f"{name}.{time.time_ns():x}"
+        involved: dict[str, Any] = {"kind": event.kind, "name": name, "apiVersion": API_VERSIONS.get(event.kind, "v1")}
+        if namespace:
+            involved["namespace"] = namespace
+        if event.uid:
+            involved["uid"] = event.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": event_name, "namespace": event_namespace},
+            "involvedObject": involved,
+            "type": event.type,
+            "reason": event.reason,
+            "message": event.message,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": SOURCE},
+            "reportingComponent": SOURCE,
+        }
+        await self.api.call("POST", f"/api/v1/namespaces/{event_namespace}/events", body=body)
+        self._recorded[same] = _Recorded(event_namespace, event_name, 1)
+        while len(self._recorded) > CACHED:
+            self._recorded.popitem(last=False)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
