@@ -5,9 +5,9 @@ get (printer columns), explain, admission, patch, a delete a finalizer holds, ev
 from __future__ import annotations
 
 import asyncio
-import ssl
 import base64
 import json
+import ssl
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
