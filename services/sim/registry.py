@@ -274,6 +274,11 @@ class Registry:
 
     # --- Namespaces --------------------------------------------------------------------------------
 
+    def namespaces_made_at(self, now: datetime) -> None:
+        """The creation time of the namespaces there from the start: the world's."""
+        for document in self.namespaces.values():
+            document["metadata"].setdefault("creationTimestamp", api_time(now))
+
     def create_namespace(self, name: str, labels: dict[str, str], now: datetime) -> dict[str, Any]:
         if name in self.namespaces:
             raise AlreadyExists(f'namespaces "{name}" already exists')

@@ -58,6 +58,7 @@ class World:
             generate_catalog(spec.seed, spec.cloud.instance_types, spec.cloud.zones), windows, spec.seed
         )
         self.cluster = SimCluster()
+        self.cluster.namespaces_made_at(self.now)
         self.interruptions: list[dict[str, str]] = []
         """Each instance a spot interruption picked: when, and whose (the sim's score reports them)."""
         self._due: list[_Due] = []

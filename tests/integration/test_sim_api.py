@@ -242,6 +242,16 @@ async def test_kubectl_drives_the_sim_and_a_restarted_sim_resumes_what_it_wrote(
             async with http.get(f"{sim.api_url}/api/v1/pods", ssl=context) as answer:
                 assert (answer.status, answer.content_type) == (401, "application/json")
                 assert (await answer.json())["reason"] == "Unauthorized"
+            version = cluster.resource_version  # a watch of nodes hears pods move on as bookmarks, ends on time
+            query = f"watch=1&resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds=2"
+            headers = {"Authorization": "Bearer admin-token"}
+            async with http.get(f"{sim.api_url}/api/v1/nodes?{query}", ssl=context, headers=headers) as answer:
+                assert (await kubectl("label", "pod", "mine", "tier=web"))[0] == 0
+                heard = [json.loads(line) async for line in answer.content]
+            assert cluster.pods["default/mine"].labels == {"app": "mine", "tier": "web"}
+            assert heard and {e["type"] for e in heard} == {"BOOKMARK"}
+            assert set(heard[-1]["object"]) == {"kind", "apiVersion", "metadata"}
+            assert int(heard[-1]["object"]["metadata"]["resourceVersion"]) > version
         rc, out, _ = await kubectl("get", "pods", token="watcher-token")
         assert rc == 0 and "mine" in out
         rc, _, err = await kubectl("get", "nodes", token="watcher-token")
