@@ -15,6 +15,8 @@ from services.sim.registry import EVENT, NAMESPACE, object_uid
 from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, WatchEvent
 
 READY_REASON = "KubeletReady"
+UNSCHEDULABLE_KEY = "node.kubernetes.io/unschedulable"
+"""A cordoned node's taint; the node is rendered `spec.unschedulable: true` while it has it."""
 CONTAINER = "main"
 """The one container of a scenario's pod, requesting the template's requests."""
 
@@ -142,6 +144,8 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
     spec: dict[str, Any] = {"providerID": flat.get("providerID")}
     if flat.get("taints"):
         spec["taints"] = list(flat["taints"])
+    if any(t.get("key") == UNSCHEDULABLE_KEY for t in flat.get("taints") or []):
+        spec["unschedulable"] = True
     ready = bool(flat.get("ready"))
     condition = {
         "type": "Ready",

@@ -16,6 +16,7 @@ from typing import Any
 
 from services.sim.api import intake
 from services.sim.api.patch import STRATEGIC, apply_patch
+from services.sim.api.render import UNSCHEDULABLE_KEY
 from services.sim.api.request import Request
 from services.sim.api.resources import Resource
 from services.sim.api.served import Target, one
@@ -23,10 +24,12 @@ from services.sim.api.status import ApiError, Cause, bad_request, conflict, inva
 from services.sim.cluster import SimCluster
 from services.sim.objects import AlreadyExists, ClusterError, EvictionRefused, NotFound
 from services.sim.registry import EVENT, NAMESPACE
-from shared.api.core import Taint
+from shared.api.core import Taint, TaintEffect
 from shared.api.validation import validate_nodepool
 from shared.ports.cluster import DAEMONSET, MODIFIED, NODE, NODECLAIM, NODEPOOL, PDB, POD
 
+UNSCHEDULABLE_TAINT = Taint(key=UNSCHEDULABLE_KEY, effect=TaintEffect.NO_SCHEDULE)
+"""What a cordon (spec.unschedulable) keeps on a node, as Kubernetes' node lifecycle controller does."""
 _KEPT_META = ("uid", "creationTimestamp", "deletionTimestamp", "generation")
 """What an update cannot change of a custom resource's metadata (the server's fields)."""
 
@@ -240,16 +243,17 @@ def _update_pod(cluster: SimCluster, target: Target, current: dict[str, Any], ne
 
 
 def _update_node(cluster: SimCluster, name: str, new: dict[str, Any]) -> None:
+    """Labels, annotations, finalizers and taints; `spec.unschedulable` (a cordon) is kept as the
+    node lifecycle controller keeps it, as the `node.kubernetes.io/unschedulable` taint."""
     metadata, spec = new["metadata"], new.get("spec") or {}
     problems = intake.Problems("Node", "", name)
     taints = [problems.model(f"spec.taints[{i}]", Taint, t) for i, t in enumerate(spec.get("taints") or [])]
-    if spec.get("unschedulable"):
-        problems.add(
-            "spec.unschedulable",
-            "Unsupported value: the sim's nodes are not cordoned; taint them instead",
-            "FieldValueNotSupported",
-        )
+    if not isinstance(spec.get("unschedulable", False), bool):
+        problems.add("spec.unschedulable", "Invalid value: must be a boolean")
     problems.check()
+    taints = [t for t in taints if t is not None and t.key != UNSCHEDULABLE_TAINT.key]
+    if spec.get("unschedulable"):
+        taints.append(UNSCHEDULABLE_TAINT)
     node = cluster.node(name)
     labels, annotations = dict(metadata.get("labels") or {}), dict(metadata.get("annotations") or {})
     finalizers = [str(f) for f in metadata.get("finalizers") or []]

@@ -210,6 +210,14 @@ def test_strategic_merge_patches_finalizers_and_taints_of_a_node():
     taint = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
     call(cluster, "PATCH", "/api/v1/nodes/n1", {"spec": {"taints": [taint]}}, ctype=smp)
     assert [t.key for t in cluster.nodes["n1"].taints] == ["karpenter.sh/disrupted"]
+    call(cluster, "PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}}, ctype=smp)  # kubectl cordon
+    cordoned = call(cluster, "GET", "/api/v1/nodes/n1").body["spec"]
+    assert cordoned["unschedulable"] is True and [t.key for t in cluster.nodes["n1"].taints] == [
+        "karpenter.sh/disrupted",
+        "node.kubernetes.io/unschedulable",
+    ]
+    call(cluster, "PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": None}}, ctype=smp)  # kubectl uncordon
+    assert [t.key for t in cluster.nodes["n1"].taints] == ["karpenter.sh/disrupted"]
     bad = call(cluster, "PATCH", "/api/v1/nodes/n1", {"spec": {"taints": [{"key": "x"}]}}, ctype=smp)
     assert bad.status == 422 and bad.body["details"]["causes"][0]["field"].startswith("spec.taints[0]")
 
