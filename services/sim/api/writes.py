@@ -15,10 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from services.sim.api import intake
+from services.sim.api.defaults import defaulted
 from services.sim.api.patch import STRATEGIC, apply_patch
 from services.sim.api.render import UNSCHEDULABLE_KEY
 from services.sim.api.request import Request
-from services.sim.api.resources import Resource
+from services.sim.api.resources import Resource, crds
 from services.sim.api.served import Target, one
 from services.sim.api.status import ApiError, Cause, bad_request, conflict, invalid, not_found, success
 from services.sim.cluster import SimCluster
@@ -118,6 +119,7 @@ def create(cluster: SimCluster, target: Target, body: dict[str, Any], now: datet
             cluster.apply_daemonset(replace(daemonset, metadata=_given(metadata)))
         elif kind in (NODEPOOL, NODECLAIM):
             _absent(cluster.custom(kind), name, resource, name)
+            body = _with_defaults(kind, body)
             if kind == NODEPOOL:
                 _admit(body, name)
             cluster.create_custom(kind, body, now)
@@ -155,6 +157,11 @@ def _admit(document: Mapping[str, Any], name: str) -> None:
     result = validate_nodepool(document)
     if result.errors:
         raise invalid("NodePool", "karpenter.sh", name, [Cause(e.message, e.path) for e in result.errors])
+
+
+def _with_defaults(kind: str, document: dict[str, Any]) -> dict[str, Any]:
+    """The CRD schema's defaults, as the API server fills them in on a write."""
+    return defaulted(document, crds()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
 
 def _check_type(resource: Resource, body: Mapping[str, Any]) -> None:
@@ -287,8 +294,9 @@ def _update_custom(cluster: SimCluster, target: Target, current: dict[str, Any],
         document.update(apiVersion=stored["apiVersion"], kind=kind, metadata=metadata)
         if "status" in stored:
             document["status"] = stored["status"]
-        if kind == NODEPOOL:
-            _admit(document, name)
+    document = _with_defaults(kind, document)
+    if kind == NODEPOOL and target.subresource != "status":
+        _admit(document, name)
     cluster.update_custom(kind, document)
 
 

@@ -394,3 +394,22 @@ def test_printer_column_json_paths():
     assert json_path(obj, r".metadata.labels.node\.kubernetes\.io/instance-type") == "m5"
     assert json_path(obj, '.status.conditions[?(@.type=="Ready")].status') == "False"
     assert json_path(obj, '.status.conditions[?(@.type=="Drifted")].status') is None
+
+
+def test_a_nodepool_written_through_the_api_gets_its_crds_defaults():
+    cluster = world().cluster
+    pool = nodepool_doc(**{"metadata.name": "batch"})
+    pool["spec"].pop("disruption", None)
+    pool["spec"]["template"]["spec"].pop("expireAfter", None)
+    stored = call(cluster, "POST", NODEPOOLS, pool).body["spec"]
+    assert stored["disruption"] == {
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": [{"nodes": "10%"}],
+        "nodeLimitMode": "Hard",
+    }
+    assert stored["template"]["spec"]["expireAfter"] == "720h"
+    patch = {"spec": {"disruption": {"budgets": [{"nodes": "2", "reasons": ["Drifted"]}]}}}
+    patched = call(cluster, "PATCH", f"{NODEPOOLS}/batch", patch, ctype="application/merge-patch+json").body
+    assert patched["spec"]["disruption"]["budgets"] == [{"nodes": "2", "reasons": ["Drifted"]}]
+    assert patched["spec"]["disruption"]["consolidateAfter"] == "0s"
