@@ -124,7 +124,9 @@ class Registry:
         name = str((document.get("metadata") or {}).get("name", ""))
         old = self.nodepools.get(name)
         if old is None:
-            self.create_custom(NODEPOOL, {**document, "metadata": dict(document.get("metadata") or {})}, now)
+            self.create_custom(
+                NODEPOOL, {**document, "metadata": {**(document.get("metadata") or {}), "name": name}}, now
+            )
             return
         metadata = {**old["metadata"], **(document.get("metadata") or {})}
         for kept in ("uid", "creationTimestamp", "generation"):
