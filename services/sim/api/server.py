@@ -79,8 +79,7 @@ class ApiServer:
         context = tls.server_context(self.certificate, self._key)
         site = web.TCPSite(self._runner, self.options.host, self.options.port, ssl_context=context)
         await site.start()
-        sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-        host, port = sockets[0].getsockname()[:2]
+        host, port = self._runner.addresses[0][:2]
         self.url = f"https://{host if ':' not in host else f'[{host}]'}:{port}"
         log.info("the sim serves the Kubernetes API", url=self.url)
         return self.url
