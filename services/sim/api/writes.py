@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from services.sim.api import intake
-from services.sim.api.defaults import defaulted
+from services.sim.api.defaults import defaulted, pruned, unknown_fields
 from services.sim.api.patch import STRATEGIC, apply_patch
 from services.sim.api.render import UNSCHEDULABLE_KEY
 from services.sim.api.request import Request
@@ -49,13 +49,14 @@ def write(cluster: SimCluster, target: Target, request: Request, now: datetime) 
         or (target.subresource and verb in ("create", "delete"))
     ):
         raise _not_allowed(request, resource)
+    strict = request.query.get("fieldValidation") == "Strict"
     if verb == "create":
-        return 201, create(cluster, target, _object(request.body), now)
+        return 201, create(cluster, target, _object(request.body), now, strict)
     if verb == "delete":
         return 200, delete(cluster, target, request, now)
     current = one(cluster, target)
     if verb == "update":
-        return 200, update(cluster, target, current, _object(request.body), now)
+        return 200, update(cluster, target, current, _object(request.body), now, strict)
     content_type = request.content_type.split(";")[0].strip()
     if content_type == STRATEGIC and resource.group == "karpenter.sh":
         raise ApiError(
@@ -64,7 +65,7 @@ def write(cluster: SimCluster, target: Target, request: Request, now: datetime) 
             "the body of the request was in an unknown format - accepted media types include:"
             " application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         )
-    return 200, update(cluster, target, current, apply_patch(current, request.body, content_type), now)
+    return 200, update(cluster, target, current, apply_patch(current, request.body, content_type), now, strict)
 
 
 def _not_allowed(request: Request, resource: Resource) -> ApiError:
@@ -84,7 +85,9 @@ def _object(body: Any) -> dict[str, Any]:
 # --- create ---------------------------------------------------------------------------------------
 
 
-def create(cluster: SimCluster, target: Target, body: dict[str, Any], now: datetime) -> dict[str, Any]:
+def create(
+    cluster: SimCluster, target: Target, body: dict[str, Any], now: datetime, strict: bool = False
+) -> dict[str, Any]:
     resource = target.resource
     _check_type(resource, body)
     metadata = dict(body.get("metadata") or {})
@@ -119,7 +122,7 @@ def create(cluster: SimCluster, target: Target, body: dict[str, Any], now: datet
             cluster.apply_daemonset(replace(daemonset, metadata=_given(metadata)))
         elif kind in (NODEPOOL, NODECLAIM):
             _absent(cluster.custom(kind), name, resource, name)
-            body = _with_defaults(kind, body)
+            body = _structural(kind, body, strict)
             if kind == NODEPOOL:
                 _admit(body, name)
             cluster.create_custom(kind, body, now)
@@ -159,9 +162,16 @@ def _admit(document: Mapping[str, Any], name: str) -> None:
         raise invalid("NodePool", "karpenter.sh", name, [Cause(e.message, e.path) for e in result.errors])
 
 
-def _with_defaults(kind: str, document: dict[str, Any]) -> dict[str, Any]:
-    """The CRD schema's defaults, as the API server fills them in on a write."""
-    return defaulted(document, crds()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+def _structural(kind: str, document: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """What the API server does with a custom resource's write by its CRD's schema: fields it
+    does not know are pruned (refused under `fieldValidation=Strict`, as kubectl asks), then
+    its defaults filled in."""
+    schema = crds()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    unknown = unknown_fields(document, schema)
+    if unknown and strict:
+        listed = ", ".join(f'unknown field "{f}"' for f in unknown)
+        raise bad_request(f"strict decoding error: {listed}")
+    return defaulted(pruned(document, unknown) if unknown else document, schema)
 
 
 def _check_type(resource: Resource, body: Mapping[str, Any]) -> None:
@@ -187,9 +197,15 @@ def _details(resource: Resource, name: str) -> dict[str, Any]:
 
 
 def update(
-    cluster: SimCluster, target: Target, current: dict[str, Any], new: dict[str, Any], now: datetime
+    cluster: SimCluster,
+    target: Target,
+    current: dict[str, Any],
+    new: dict[str, Any],
+    now: datetime,
+    strict: bool = False,
 ) -> dict[str, Any]:
-    """Replace an object with `new` (a PUT's body, or the current object patched)."""
+    """Replace an object with `new` (a PUT's body, or the current object patched); `strict`:
+    fields a custom resource's schema does not know are refused rather than pruned."""
     resource = target.resource
     _check_type(resource, new)
     metadata = dict(new.get("metadata") or {})
@@ -219,7 +235,7 @@ def update(
         daemonset = intake.daemonset_from(new, target.namespace, name, now)
         cluster.apply_daemonset(replace(daemonset, metadata=_given(metadata)))
     elif kind in (NODEPOOL, NODECLAIM):
-        _update_custom(cluster, target, current, new)
+        _update_custom(cluster, target, new, strict)
     elif kind == EVENT:
         cluster.put_event({**new, "metadata": {**metadata, "namespace": target.namespace}}, now)
     else:
@@ -276,7 +292,7 @@ def _update_node(cluster: SimCluster, name: str, new: dict[str, Any]) -> None:
     cluster.update_node(node, helps=helps)
 
 
-def _update_custom(cluster: SimCluster, target: Target, current: dict[str, Any], new: dict[str, Any]) -> None:
+def _update_custom(cluster: SimCluster, target: Target, new: dict[str, Any], strict: bool) -> None:
     """The main resource takes metadata and spec (status kept); the status subresource takes
     status only. A NodePool's new spec is admitted first."""
     kind, name = target.resource.kind, target.name
@@ -294,7 +310,7 @@ def _update_custom(cluster: SimCluster, target: Target, current: dict[str, Any],
         document.update(apiVersion=stored["apiVersion"], kind=kind, metadata=metadata)
         if "status" in stored:
             document["status"] = stored["status"]
-    document = _with_defaults(kind, document)
+    document = _structural(kind, document, strict)
     if kind == NODEPOOL and target.subresource != "status":
         _admit(document, name)
     cluster.update_custom(kind, document)

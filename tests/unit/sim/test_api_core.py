@@ -413,3 +413,22 @@ def test_a_nodepool_written_through_the_api_gets_its_crds_defaults():
     patched = call(cluster, "PATCH", f"{NODEPOOLS}/batch", patch, ctype="application/merge-patch+json").body
     assert patched["spec"]["disruption"]["budgets"] == [{"nodes": "2", "reasons": ["Drifted"]}]
     assert patched["spec"]["disruption"]["consolidateAfter"] == "0s"
+
+
+@pytest.mark.parametrize(("validation", "status"), [("Strict", 400), ("Warn", 201), ("", 201)])
+def test_fields_a_crd_does_not_know_are_pruned_or_refused_when_strict(validation: str, status: int):
+    cluster = world().cluster
+    pool = nodepool_doc(**{"metadata.name": "batch"})
+    pool["spec"]["surprise"] = {"a": 1}
+    pool["spec"]["template"]["spec"]["requirements"][0]["extra"] = True
+    answer = call(cluster, "POST", NODEPOOLS, pool, **({"fieldValidation": validation} if validation else {}))
+    assert answer.status == status
+    if status == 400:
+        assert answer.body["message"] == (
+            'strict decoding error: unknown field "spec.template.spec.requirements[0].extra",'
+            ' unknown field "spec.surprise"'
+        )
+        assert "batch" not in cluster.nodepools
+    else:
+        assert "surprise" not in cluster.nodepools["batch"]["spec"]
+        assert "extra" not in cluster.nodepools["batch"]["spec"]["template"]["spec"]["requirements"][0]
