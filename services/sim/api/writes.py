@@ -9,6 +9,7 @@ status subresource, its generation only with its spec. Pure: time comes in as `n
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -31,6 +32,8 @@ from shared.ports.cluster import DAEMONSET, MODIFIED, NODE, NODECLAIM, NODEPOOL,
 
 UNSCHEDULABLE_TAINT = Taint(key=UNSCHEDULABLE_KEY, effect=TaintEffect.NO_SCHEDULE)
 """What a cordon (spec.unschedulable) keeps on a node, as Kubernetes' node lifecycle controller does."""
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""An object's name: an RFC 1123 subdomain, as the API server requires of most kinds."""
 _KEPT_META = ("uid", "creationTimestamp", "deletionTimestamp", "generation")
 """What an update cannot change of a custom resource's metadata (the server's fields)."""
 
@@ -99,6 +102,12 @@ def create(
             "",
             [Cause("Required value: name or generateName is required", "metadata.name", "FieldValueRequired")],
         )
+    if not isinstance(name, str) or len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
+        rule = (
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.',"
+            " and must start and end with an alphanumeric character"
+        )
+        raise invalid(resource.kind, resource.group, str(name), [Cause(f"{name!r}: {rule}", "metadata.name")])
     namespace = target.namespace
     if resource.namespaced:
         if metadata.get("namespace") not in (None, "", namespace):
@@ -175,6 +184,20 @@ def _structural(kind: str, document: dict[str, Any], strict: bool) -> dict[str, 
 
 
 def _check_type(resource: Resource, body: Mapping[str, Any]) -> None:
+    for field in ("metadata", "spec", "status"):
+        if body.get(field) is not None and not isinstance(body[field], Mapping):
+            raise bad_request(f"{field}: Invalid value: must be an object")
+    for field in ("labels", "annotations"):
+        values = (body.get("metadata") or {}).get(field)
+        if values is not None and not (
+            isinstance(values, Mapping) and all(isinstance(v, str) for v in values.values())
+        ):
+            raise bad_request(f"metadata.{field}: Invalid value: must be a map of strings")
+    if resource.kind == EVENT and not isinstance(body.get("involvedObject") or {}, Mapping):
+        raise bad_request("involvedObject: Invalid value: must be an object")
+    finalizers = (body.get("metadata") or {}).get("finalizers")
+    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
+        raise bad_request("metadata.finalizers: Invalid value: must be a list of strings")
     if body.get("kind") not in (None, resource.kind):
         raise bad_request(f"the kind of the object ({body.get('kind')}) does not match the resource ({resource.kind})")
     if body.get("apiVersion") not in (None, resource.api_version):
@@ -361,6 +384,8 @@ def evict(cluster: SimCluster, target: Target, body: Any) -> tuple[int, Any]:
     no disruption now (a `DisruptionBudget` cause), 500 more than one PDB over the pod."""
     if not isinstance(body, Mapping) or body.get("kind") not in (None, "Eviction"):
         raise bad_request("the body of an eviction is an Eviction (policy/v1)")
+    if not isinstance(body.get("metadata") or {}, Mapping):
+        raise bad_request("metadata: Invalid value: must be an object")
     named = (body.get("metadata") or {}).get("name")
     if named not in (None, target.name):
         raise bad_request(f"the name of the eviction ({named}) does not match the pod ({target.name})")

@@ -432,3 +432,45 @@ def test_fields_a_crd_does_not_know_are_pruned_or_refused_when_strict(validation
     else:
         assert "surprise" not in cluster.nodepools["batch"]["spec"]
         assert "extra" not in cluster.nodepools["batch"]["spec"]["template"]["spec"]["requirements"][0]
+
+
+MALFORMED = [
+    "a string",
+    [1, 2],
+    {"metadata": "x"},
+    {"metadata": {"name": 5}},
+    {"metadata": {"name": "a", "labels": ["x"]}},
+    {"metadata": {"name": "a", "finalizers": "f"}},
+    {"metadata": {"name": "a"}, "spec": []},
+    {"metadata": {"name": "a"}, "spec": {"containers": "x", "tolerations": 3, "affinity": []}},
+    {"metadata": {"name": "a"}, "spec": {"selector": "x", "template": 5, "minAvailable": "lots"}},
+    {"metadata": {"name": "a"}, "involvedObject": "x", "spec": {"template": {"spec": {"requirements": 5}}}},
+    {"metadata": {"name": "Not_A_Name"}, "spec": {"containers": [{"name": "c", "resources": "lots"}]}},
+    {"metadata": {"name": "b"}, "involvedObject": "x", "spec": {"template": {"metadata": 1}}},
+]
+PATHS = [
+    ("POST", PODS),
+    ("POST", NODEPOOLS),
+    ("POST", NODECLAIMS),
+    ("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets"),
+    ("POST", "/apis/apps/v1/namespaces/default/daemonsets"),
+    ("POST", "/api/v1/namespaces/default/events"),
+    ("POST", "/api/v1/namespaces"),
+    ("PUT", f"{NODEPOOLS}/general"),
+    ("PATCH", "/api/v1/nodes/n1"),
+    ("POST", f"{PODS}/nobody/eviction"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), PATHS)
+def test_a_malformed_body_is_a_clear_refusal_never_a_traceback(method: str, path: str):
+    cluster = world().cluster
+    add_node(cluster, "n1")
+    for body in MALFORMED:
+        answer = call(cluster, method, path, body, ctype="application/merge-patch+json")
+        assert answer.status in (400, 404, 409, 422) or (answer.status == 201 and isinstance(body, dict)), (
+            body,
+            answer,
+        )
+        if answer.status >= 400:
+            assert answer.body["kind"] == "Status" and "malformed" not in answer.body["message"]
