@@ -4,11 +4,14 @@ version (410 when it is gone), and the Tables kubectl prints."""
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from services.sim import cluster as cluster_module
 from services.sim.api.core import Request, Response, handle, watch_step
@@ -474,3 +477,61 @@ def test_a_malformed_body_is_a_clear_refusal_never_a_traceback(method: str, path
         )
         if answer.status >= 400:
             assert answer.body["kind"] == "Status" and "malformed" not in answer.body["message"]
+
+
+FIELDS = [
+    "metadata",
+    "name",
+    "labels",
+    "finalizers",
+    "spec",
+    "containers",
+    "resources",
+    "requests",
+    "cpu",
+    "template",
+    "selector",
+    "matchLabels",
+    "minAvailable",
+    "involvedObject",
+    "status",
+    "conditions",
+    "tolerations",
+    "affinity",
+    "nodeClassRef",
+    "requirements",
+    "limits",
+    "disruption",
+    "budgets",
+    "taints",
+    "key",
+    "effect",
+    "kind",
+]
+
+
+@functools.cache
+def _fuzzed_world() -> World:
+    w = world()
+    add_node(w.cluster, "n1")
+    return w
+
+
+def world_once() -> SimCluster:
+    """One world for every example: what a write changed is a world a later example meets."""
+    return _fuzzed_world().cluster
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(FIELDS), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(PATHS), JSON_VALUES)
+def test_no_body_makes_the_api_fail(target: tuple[str, str], body: Any):
+    cluster = world_once()
+    answer = call(cluster, target[0], target[1], body, ctype="application/merge-patch+json")
+    assert answer.status < 500 and (answer.status >= 400) == (answer.body.get("kind") == "Status")
