@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from services.sim.api.resources import KUBERNETES
 from services.sim.registry import EVENT, NAMESPACE, object_uid
 from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, WatchEvent
 
@@ -165,7 +166,7 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
             "allocatable": dict(flat.get("allocatable") or {}),
             "conditions": [condition],
             "nodeInfo": {
-                "kubeletVersion": "v1.31.0-sim",
+                "kubeletVersion": f"v{KUBERNETES}.0-sim",
                 "architecture": flat.get("labels", {}).get("kubernetes.io/arch", "amd64"),
                 "operatingSystem": "linux",
             },

@@ -347,7 +347,7 @@ def test_a_watch_follows_from_a_version_and_a_gone_one_is_410(monkeypatch: pytes
         (
             "/api/v1/nodes",
             ["Name", "Status", "Roles", "Age", "Version"],
-            ["n1", "Ready", "<none>", "0s", "v1.31.0-sim"],
+            ["n1", "Ready", "<none>", "0s", "v1.36.0-sim"],
         ),
         (
             "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
