@@ -66,3 +66,28 @@ def test_a_deleted_node_of_a_claim_requests_its_claims_deletion_once():
     cluster.create_custom("NodeClaim", claim, T0)
     cluster.delete_custom("NodeClaim", "c1", T0)  # its claim marked too: the same request
     assert requested(facts, cluster, 0) == [("c1", "web")]
+
+
+def test_a_terminated_instances_node_is_held_by_its_finalizer_not_lost():
+    from services.sim.cloud import LaunchRequest
+    from services.sim.world import World
+    from shared.api.core import Requirement
+    from shared.api.scenario import parse_scenario
+    from tests.conftest import nodepool_doc
+    from tests.factories import scenario_doc
+
+    world = World(parse_scenario(scenario_doc("held", nodePools=[nodepool_doc(**{"metadata.name": "web"})])))
+    on_demand = Requirement(key="karpenter.sh/capacity-type", operator="In", values=["on-demand"])
+    requests = {"cpu": Decimal(1)}
+    held = world.launch(LaunchRequest("c1", "web", [on_demand], requests, {"karpenter.sh/nodepool": "web"}, [], []))
+    free = world.launch(LaunchRequest("c2", "web", [on_demand], requests, {"karpenter.sh/nodepool": "web"}, [], []))
+    world.advance(world.now + world.launch_latency + world.registration_latency)
+    world.cluster.nodes["c1"].finalizers = ["karpenter.sh/termination"]
+    world.terminate(held.provider_id)
+    world.terminate(free.provider_id)
+    assert "c2" not in world.cluster.nodes  # no finalizer: gone with its instance
+    node = world.cluster.nodes["c1"]
+    assert node.deletion_timestamp is not None and not node.ready
+    node.finalizers = []
+    world.cluster.update_node(node)
+    assert "c1" not in world.cluster.nodes
