@@ -16,10 +16,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
-from shared.adapters.kube.connect import api_client
+from kubernetes_asyncio.config import load_kube_config
 
-from shared.config import Settings
 from services.sim.api.tls import self_signed
+from shared.config import Settings
 from shared.runtime.identities import USERS_FILE, Identities
 from shared.runtime.scenarios import load_scenario
 
@@ -96,7 +96,11 @@ class LocalCluster:
 async def apply_nodepools(kubeconfig: Path, context: str | None, documents: list[dict[str, Any]]) -> None:
     """Create each NodePool, or replace the one of its name (at the version read), as `kubectl
     apply` ends up doing; a refusal raises ApplyRefused with the API's message."""
-    async with await api_client(kubeconfig, context) as api:
+    configuration = client.Configuration()
+    await load_kube_config(
+        config_file=str(kubeconfig), context=context, client_configuration=configuration, persist_config=False
+    )
+    async with client.ApiClient(configuration) as api:
         objects = client.CustomObjectsApi(api)
         for document in documents:
             name = document["metadata"]["name"]

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.adapters.kube import KubeCluster, KubeConfigError
+from shared.adapters.kube import KubeCluster, KubeconfigError
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
@@ -81,9 +81,11 @@ def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettin
     async def run(stopping: asyncio.Event) -> None:
         try:
             cluster = await KubeCluster.connect(
-                str(config.kubeconfig) if config.kubeconfig else None, context=config.kube_context
+                str(config.kubeconfig) if config.kubeconfig else None,
+                context=config.kube_context,
+                clock=config.clock(),
             )
-        except KubeConfigError as exc:
+        except KubeconfigError as exc:
             crashes.give_up(f"the {name} cannot reach the Kubernetes API: {exc}", 2)
         store = EventStore.connect(database_url, pool_size=4, signing_key=config.signing_key_bytes())
         sim = await _sim_client(bus, name, stopping)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.sim.api import openapi, resources, writes
+from services.sim.api import resources, writes
 from services.sim.api.rbac import Attributes
 from services.sim.api.render import render
 from services.sim.api.request import READS, Request
@@ -27,6 +27,7 @@ from services.sim.api.status import ApiError, bad_request, expired
 from services.sim.api.tables import table
 from services.sim.cluster import PORT_KINDS, SimCluster
 from services.sim.objects import Gone
+from shared.kube.openapi import openapi_v3_document, openapi_v3_index
 from shared.ports.cluster import ADDED, DAEMONSET, PDB
 
 JSON = "application/json"
@@ -140,7 +141,7 @@ def _discovery(path: str, request: Request) -> Response | None:
         "/version": lambda: resources.VERSION,
         "/api": resources.core_versions,
         "/apis": resources.api_groups,
-        "/openapi/v3": openapi.root,
+        "/openapi/v3": openapi_v3_index,
         "/healthz": lambda: "ok",
         "/readyz": lambda: "ok",
         "/livez": lambda: "ok",
@@ -150,10 +151,10 @@ def _discovery(path: str, request: Request) -> Response | None:
         return Response(200, body, "text/plain" if isinstance(body, str) else JSON)
     parts = path.strip("/").split("/")
     if path.startswith("/openapi/v3/"):
-        document = openapi.group_version("/".join(parts[2:]))
-        if document is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
-        return Response(200, document)
+        try:
+            return Response(200, openapi_v3_document("/".join(parts[2:])))
+        except KeyError:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})") from None
     if parts[0] == "api" and len(parts) == 2:
         return Response(200, _or_404(resources.resource_list(parts[1]), path))
     if parts[0] == "apis" and len(parts) == 2:
