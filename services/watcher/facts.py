@@ -338,9 +338,17 @@ WATCHER_FACTS = (
 )
 
 
+SERVER_SET = frozenset({"resourceVersion", "generation", "managedFields", "uid", "creationTimestamp", "selfLink"})
+"""Metadata the API server keeps, which a status write changes though the user asked nothing new."""
+
+
 def _desired(document: Mapping[str, Any]) -> dict[str, Any]:
-    """A NodePool without its status: what the user asked for."""
-    return {k: v for k, v in document.items() if k != "status"}
+    """A NodePool without its status and the server's own metadata: what the user asked for."""
+    out = {k: v for k, v in document.items() if k != "status"}
+    metadata = out.get("metadata")
+    if isinstance(metadata, Mapping):
+        out["metadata"] = {k: v for k, v in metadata.items() if k not in SERVER_SET}
+    return out
 
 
 def _startup_taints(spec: Mapping[str, Any]) -> frozenset[str]:

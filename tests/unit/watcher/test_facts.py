@@ -152,3 +152,18 @@ def test_an_initialized_node_that_goes_not_ready_and_back_is_reported_once_each_
     up = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
     assert types(up) == {"NodeClaimReady": 1}
     assert [f.event_id for f in up] == [f.event_id for f in restarted.resync(world.cluster.snapshot())]
+
+
+def test_a_status_write_that_moves_the_resource_version_is_not_a_new_spec():
+    from services.watcher.facts import Facts
+    from shared.ports.cluster import ADDED, MODIFIED, NODEPOOL, WatchEvent
+    from tests.conftest import nodepool_doc
+
+    pool = nodepool_doc()
+    pool["metadata"].update({"resourceVersion": "5", "uid": "u-1", "generation": 1})
+    facts = Facts()
+    assert [f.event.TYPE for f in facts.observe(WatchEvent(5, NODEPOOL, ADDED, pool["metadata"]["name"], pool))] == [
+        "NodePoolApplied"
+    ]
+    written = {**pool, "metadata": {**pool["metadata"], "resourceVersion": "9"}, "status": {"nodes": 1}}
+    assert facts.observe(WatchEvent(9, NODEPOOL, MODIFIED, pool["metadata"]["name"], written)) == []
