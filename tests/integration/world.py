@@ -19,6 +19,7 @@ from shared.bus.connection import BusSettings
 from shared.clock import AcceleratedClock
 from tests.conftest import nodepool_doc
 from tests.factories import scenario_doc
+from tests.kube_api import LocalApi
 from tests.sim_callers import AnyCaller, provisioned
 
 START = datetime(2026, 11, 23, 9, tzinfo=UTC)
@@ -52,7 +53,8 @@ class World:
 
     def __init__(self, document: dict, bus: BusSettings, store, *, speed: float = SPEED) -> None:
         self.clock = AcceleratedClock(START, speed=speed)
-        self.sim = SimService(parse_scenario(document), self.clock, bus)
+        self.api = LocalApi()
+        self.sim = SimService(parse_scenario(document), self.clock, bus, api=self.api.options)
         self.bus, self.store = bus, store
         self.stopping = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
@@ -65,16 +67,23 @@ class World:
         self.tasks.append(asyncio.create_task(self.sim.run(self.stopping)))
         self.relay = RelayService(self.store, self.bus)
         self.tasks.append(asyncio.create_task(self.relay.run(self.stopping)))
-        await asyncio.sleep(0.5)
-        watcher = WatcherService(self.store, self.callers["watcher"], self.clock, self.bus)
+        while self.sim.api_url is None:
+            await asyncio.sleep(0.05)
+        self.clusters = {
+            service: await self.api.connect(self.sim, service, self.clock)
+            for service in ("watcher", "scheduler", "disruption", "termination")
+        }
+        await asyncio.sleep(0.3)
+        watcher = WatcherService(self.store, self.clusters["watcher"], self.clock, self.bus)
         self.tasks.append(asyncio.create_task(watcher.run(self.stopping)))
         return self
 
     def start_termination(self, replicas: int = 1, **options) -> list[TerminationService]:
         started = []
         for _ in range(replicas):
-            termination = self.callers["termination"]
-            service = TerminationService(self.store, termination, termination, self.clock, self.bus, **options)
+            service = TerminationService(
+                self.store, self.clusters["termination"], self.callers["termination"], self.clock, self.bus, **options
+            )
             started.append(service)
             self.tasks.append(asyncio.create_task(service.run(self.stopping)))
         self.terminations = [*getattr(self, "terminations", []), *started]
@@ -88,7 +97,7 @@ class World:
                 self.callers["disruption"],
                 self.clock,
                 self.bus,
-                cluster=self.callers["disruption"],
+                cluster=self.clusters["disruption"],
                 **options,
             )
             started.append(service)
@@ -103,7 +112,7 @@ class World:
                 self.callers["scheduler"],
                 self.clock,
                 self.bus,
-                cluster=self.callers["scheduler"],
+                cluster=self.clusters["scheduler"],
                 **options,
             )
             self.schedulers.append(scheduler)
@@ -120,6 +129,8 @@ class World:
         self.stopping.set()
         await asyncio.wait_for(asyncio.gather(*self.tasks), 30)
         await self.client.close()
+        for cluster in getattr(self, "clusters", {}).values():
+            await cluster.close()
 
 
 async def _holds(condition, sim: SimService) -> bool:
