@@ -20,7 +20,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from services.disruption.commands import Commands
 from services.disruption.projection import PROJECTED, Projection
-from services.disruption.world import build
+from services.disruption.world import build, judgments
 from shared import acts
 from shared.api.nodepool import DisruptionReason
 from shared.bus.connection import BusSettings
@@ -32,6 +32,7 @@ from shared.disruption.command import Command
 from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, Found, PoolBlocked, World, forceful, graceful
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
+from shared.kube.nodeclaims import READS, NodeClaimRecords
 from shared.policy.budgets import blocked_by_budget_message
 from shared.policy.limits import blocked_by_node_limit_message
 from shared.policy.violations import BudgetExceeded, NodeLimitExceeded, ReservationError
@@ -39,6 +40,7 @@ from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import NODE, NODEPOOL, WARNING, Cluster, KubeEvent
 from shared.runtime import logs
 from shared.runtime.leading import lead, quiet
+from shared.runtime.nodeclaims import NodeClaimWriter
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption
@@ -77,7 +79,14 @@ class DisruptionService:
         self.catalog: list[InstanceOption] = []
         self.lock = LeaderLock(store, LEADER_LOCK)
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
-        self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
+        self.claim_records = NodeClaimRecords()
+        self.objects = NodeClaimWriter(cluster, self.claim_records)  # Drifted, Consolidatable, DisruptionReason
+        self.consumer = ProjectionConsumer(
+            self.shell,
+            store,
+            lambda event: (self.projection.apply(event), self.claim_records.apply(event)),
+            validate=PROJECTED | READS,
+        )
         registry = self.shell.registry
         self.leader_gauge = Gauge("nodewright_disruption_leader", "1 while this replica decides.", registry=registry)
         self.decisions = Counter(
@@ -140,6 +149,7 @@ class DisruptionService:
 
     async def _take_over(self) -> None:
         await self.consumer.reach(await self.store.head_position())
+        self.objects.restart()
         await self._load_catalog()  # a command inherited mid-way is re-checked before the first pass
 
     async def _load_catalog(self) -> None:
@@ -186,6 +196,7 @@ class DisruptionService:
             if decision is not None:
                 decided.append(decision)
         await self._say(result.pool_blocked, result.blocked, now)
+        await self.objects.keep_judgments(judgments(world), now)  # after the decisions: never holds them up
         return decided
 
     async def _reserve(self, found: Found, now: datetime, world: World) -> str | None:

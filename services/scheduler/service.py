@@ -36,11 +36,13 @@ from shared.clock import Clock
 from shared.config import Settings
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
+from shared.kube.nodeclaims import READS, NodeClaimRecords
 from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import NORMAL, POD, WARNING, Cluster, KubeEvent
 from shared.runtime import logs
 from shared.runtime.leading import lead, quiet, wait
+from shared.runtime.nodeclaims import NodeClaimWriter
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
@@ -102,12 +104,15 @@ class SchedulerService:
         timeout: timedelta = PASS_TIMEOUT,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`cluster`: where the pods' FailedScheduling and Nominated events go (none: nowhere);
+        """`cluster`: where the pods' FailedScheduling and Nominated events and the NodeClaim
+        objects go (none: nowhere);
         `timeout`: how long one pass may compute, on `monotonic` (real time: the work is this
         process's, not the simulated clock's), before it launches what it planned and leaves
         the rest to the next pass."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.recorder = Recorder(cluster)
+        self.claim_records = NodeClaimRecords()
+        self.objects = NodeClaimWriter(cluster, self.claim_records)  # the NodeClaims the log implies
         self.idle, self.longest = idle, longest
         self.timeout, self.monotonic = timeout, monotonic
         self.projection = Projection()
@@ -120,7 +125,10 @@ class SchedulerService:
         self.appended = 0  # the last position this leader's own appends reached
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
         self.consumer = ProjectionConsumer(
-            self.shell, store, lambda event: self.projection.apply((event,)), validate=PROJECTED
+            self.shell,
+            store,
+            lambda event: (self.projection.apply((event,)), self.claim_records.apply(event)),
+            validate=PROJECTED | READS,
         )
         registry = self.shell.registry
         self.leader_gauge = Gauge("nodewright_scheduler_leader", "1 while this replica plans.", registry=registry)
@@ -174,6 +182,7 @@ class SchedulerService:
         them, and the projection reaches it (from the bus, or from the store)."""
         self.requested.clear()
         await self.consumer.reach(await self.store.head_position())
+        self.objects.restart()
 
     async def _follow(self, stopping: asyncio.Event) -> None:
         first: datetime | None = None
@@ -187,6 +196,7 @@ class SchedulerService:
                 if not await self.lock.held():
                     raise NotLeader(self.lock.fence)
             await self._record_lifecycle()
+            await self.objects.keep_lifecycle()  # the API's objects follow the log, never hold it up
             # a disruption's replacements, or a launch left unrecorded
             if self.projection.unlaunched() and not await _reaching_cloud(self.launch_unlaunched(now), stopping):
                 continue
@@ -392,6 +402,7 @@ class SchedulerService:
                 ended.append(name)
         await self.consumer.reach(self.appended)
         self.looked_at.intersection_update(self.projection.orphaned())
+        self.objects.release(ended)  # ended here, not by termination: their objects go too
         return ended
 
     async def _launch(self, name: str, now: datetime) -> str | None:
