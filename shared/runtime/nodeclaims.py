@@ -168,7 +168,7 @@ class NodeClaimWriter:
             failed = [r for r in results if isinstance(r, BaseException)]
             done += len(chunk) - len(failed)
             for error in failed:
-                if not isinstance(error, ClusterError | OUTAGES):
+                if not isinstance(error, (ClusterError, *OUTAGES)):
                     raise error
             if failed:
                 log.warning("%d NodeClaim writes not done (%r); tried again next pass", len(failed), failed[0])
