@@ -145,11 +145,12 @@ class DisruptionService:
         try:
             await lead(self.lock, self.leader_gauge, stopping, self._take_over, self._follow, log)
         finally:
+            await self.objects.stop()
             await self.shell.stop()
 
     async def _take_over(self) -> None:
         await self.consumer.reach(await self.store.head_position())
-        self.objects.restart()
+        await self.objects.restart()
         await self._load_catalog()  # a command inherited mid-way is re-checked before the first pass
 
     async def _load_catalog(self) -> None:
@@ -196,7 +197,8 @@ class DisruptionService:
             if decision is not None:
                 decided.append(decision)
         await self._say(result.pool_blocked, result.blocked, now)
-        await self.objects.keep_judgments(judgments(world), now)  # after the decisions: never holds them up
+        judged = judgments(world)
+        self.objects.kick(lambda: self.objects.keep_judgments(judged, now))  # in the background, after the decisions
         return decided
 
     async def _reserve(self, found: Found, now: datetime, world: World) -> str | None:

@@ -170,6 +170,7 @@ class SchedulerService:
         try:
             await lead(self.lock, self.leader_gauge, stopping, self._take_over, self._follow, log)
         finally:
+            await self.objects.stop()
             await self.shell.stop()
 
     @property
@@ -182,7 +183,7 @@ class SchedulerService:
         them, and the projection reaches it (from the bus, or from the store)."""
         self.requested.clear()
         await self.consumer.reach(await self.store.head_position())
-        self.objects.restart()
+        await self.objects.restart()
 
     async def _follow(self, stopping: asyncio.Event) -> None:
         first: datetime | None = None
@@ -196,7 +197,7 @@ class SchedulerService:
                 if not await self.lock.held():
                     raise NotLeader(self.lock.fence)
             await self._record_lifecycle()
-            await self.objects.keep_lifecycle()  # the API's objects follow the log, never hold it up
+            self.objects.kick(self.objects.keep_lifecycle)  # in the background: the API never holds the log up
             # a disruption's replacements, or a launch left unrecorded
             if self.projection.unlaunched() and not await _reaching_cloud(self.launch_unlaunched(now), stopping):
                 continue

@@ -6,6 +6,9 @@ the cluster refuses or does not answer is tried again on a later pass. Every wri
 (a create finds its object there, a status patch states the whole status again), so a new
 leader, knowing nothing of what its predecessor wrote, writes everything once more.
 
+Passes run in the background (`kick`), one at a time, so a slow or absent API server never slows
+the loop that appends; a bug in a pass is raised by the next `kick`, never swallowed.
+
 The status subresource takes the conditions as a whole list, so each writer states them all:
 the scheduler the lifecycle (and on the node the labels and the finalizer upstream's registration
 and initialization set), disruption the lifecycle with its own judgments. A lifecycle write made
@@ -56,9 +59,35 @@ class NodeClaimWriter:
         self.finalized: set[str] = set()  # claims whose node carries the termination finalizer
         self.releasing: set[str] = set()  # claims ended outside termination: their object must go
         self.refresh_at: datetime | None = None
+        self._pass: asyncio.Task[int] | None = None
 
-    def restart(self) -> None:
+    def kick(self, write: Callable[[], Awaitable[int]]) -> None:
+        """Start `write` (a pass: `keep_lifecycle`, or `keep_judgments` with its arguments) in the
+        background unless a pass is running; the changes it misses wait for the next kick."""
+        if self._pass is not None:
+            if not self._pass.done():
+                return
+            finished, self._pass = self._pass, None
+            if not finished.cancelled() and finished.exception() is not None:
+                raise finished.exception()  # type: ignore[misc]
+        self._pass = asyncio.ensure_future(write())
+
+    async def settled(self) -> int:
+        """Wait for the pass running, if any: how many objects it brought up to date."""
+        running, self._pass = self._pass, None
+        return await running if running is not None else 0
+
+    async def stop(self) -> None:
+        """Cancel the pass running, if any (the service stops, or leads no more)."""
+        running, self._pass = self._pass, None
+        if running is not None and not running.done():
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+
+    async def restart(self) -> None:
         """Forget what was written (a new leader cannot know what its predecessor wrote)."""
+        await self.stop()
         self.records.take_changed()
         self.dirty = set(self.records.claims)
         self.created.clear()

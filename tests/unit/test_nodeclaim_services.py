@@ -191,10 +191,12 @@ def drifted_pool() -> c.NodePoolApplied:
 async def test_a_disruption_pass_writes_consolidatable_and_drifted():
     service, cluster = disruption_with([applied("p"), *lifecycle("p-1"), drifted_pool(), *lifecycle("p-2")])
     await service.disrupt(T0 + timedelta(hours=1))
+    await service.objects.settled()  # the writes run in the background
     written = {call[1]: call[2] for call in cluster.take() if call[0] == "patch_nodeclaim_status"}
     assert "Consolidatable=True" in written["p-1"] and "Drifted=True" in written["p-1"]
     assert "Consolidatable=True" in written["p-2"] and "Drifted=True" not in written["p-2"]
     await service.disrupt(T0 + timedelta(hours=1, seconds=10))
+    await service.objects.settled()
     assert cluster.take() == []  # nothing changed: nothing written
 
 
@@ -202,6 +204,7 @@ async def test_a_disruption_decision_marks_its_candidates():
     decided = c.DisruptionDecided(decision_id="d1", nodepool="p", reason="Empty", candidates=["p-1"])
     service, cluster = disruption_with([applied("p"), *lifecycle("p-1"), decided])
     await service.disrupt(T0 + timedelta(hours=1))
+    await service.objects.settled()
     (written,) = [call[2] for call in cluster.take() if call[0] == "patch_nodeclaim_status"]
     assert "DisruptionReason=True" in written
 

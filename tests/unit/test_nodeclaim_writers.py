@@ -4,6 +4,7 @@ after a failure on a later pass, and written again by a new leader."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -142,7 +143,7 @@ async def test_a_new_leader_writes_everything_again():
     fold(pool_applied(), CREATED, LAUNCHED, REGISTERED, records=records)
     await objects.keep_lifecycle()
     first = cluster.take()
-    objects.restart()
+    await objects.restart()
     await objects.keep_lifecycle()
     assert cluster.take() == first
 
@@ -218,3 +219,34 @@ async def test_disruption_retries_a_judgment_the_api_did_not_take():
     cluster.failing.clear()
     await objects.keep_judgments({CLAIM: DRIFTED}, T0 + timedelta(seconds=20))
     assert [call[2][-2] for call in cluster.take()] == ["Drifted=True"]
+
+
+async def test_a_pass_runs_in_the_background_and_a_bug_in_it_is_raised_by_the_next_kick():
+    objects, cluster, records = writer()
+    fold(pool_applied(), CREATED, LAUNCHED, records=records)
+    answer = asyncio.Event()
+
+    async def slow(nodeclaim: dict[str, Any]) -> None:
+        await answer.wait()
+        raise KeyError("spec")
+
+    cluster.create_nodeclaim = slow  # type: ignore[method-assign]
+    objects.kick(objects.keep_lifecycle)  # returns at once: the API has not answered
+    objects.kick(objects.keep_lifecycle)  # one pass at a time: this one waits for the next kick
+    answer.set()
+    with pytest.raises(KeyError):
+        await objects.settled()
+
+
+async def test_stopping_never_waits_for_the_api():
+    objects, cluster, records = writer()
+    fold(pool_applied(), CREATED, LAUNCHED, records=records)
+
+    async def hang(nodeclaim: dict[str, Any]) -> None:
+        await asyncio.Event().wait()
+
+    cluster.create_nodeclaim = hang  # type: ignore[method-assign]
+    objects.kick(objects.keep_lifecycle)
+    await asyncio.sleep(0)
+    await objects.stop()  # the pass is cancelled, not waited for
+    assert objects.dirty == {CLAIM}  # and its claim waits for the next leader's pass
