@@ -6,7 +6,8 @@ PostgreSQL advisory lock, every append fenced) while the others keep warm. A pas
 pure `World` and asks `shared.disruption.passes`; each command found is reserved with
 `reserve_disruption` (budgets at that instant, the node hard limit), and a refusal is said as
 `DisruptionBlocked`. Commands then move through their own stream, each step expecting the
-stream's version so two leaders never both act (`commands.py`).
+stream's version so two leaders never both act (`commands.py`). Each pass's judgments, and the
+decisions in the log, are written on the NodeClaim API objects (`shared.runtime.nodeclaims`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ the pure pass (`shared.scheduling.packing`), and for each planned claim: `reserv
 strict reservation against the pool's counter row), the cloud's `create`, then
 NodeClaimLaunched, or NodeClaimLaunchFailed with the offerings put in the insufficient-capacity
 cache so the next pass plans around them. It also turns the watcher's node facts into the
-counted lifecycle (NodeClaimRegistered, NodeClaimInitialized). Replicas are safe: one holds a
+counted lifecycle (NodeClaimRegistered, NodeClaimInitialized), kept on the NodeClaim API objects
+(`shared.runtime.nodeclaims`). Replicas are safe: one holds a
 PostgreSQL advisory lock and plans, the others wait to take over; every reservation carries the
 lock's fence, so a replica that lost the lock without noticing can reserve nothing
 (`shared.store.leader`).

@@ -7,7 +7,8 @@ the server it is still working; the message is acknowledged once the claim is te
 replica that dies leaves its messages unacknowledged, and the server hands them to another
 replica, which resumes from what the log recorded: the drain's start, the pods evicted (a pod
 gone from the node is not evicted again). Every replica keeps a projection of the claims, pools
-and pods (a projection consumer), which each pass reads.
+and pods (a projection consumer), which each pass reads. The NodeClaim object's deletion is asked
+for as the drain starts, and the `karpenter.sh/termination` finalizers go once it has finished.
 """
 
 from __future__ import annotations
