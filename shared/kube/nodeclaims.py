@@ -25,6 +25,7 @@ from typing import Any
 
 from shared.api.labels import (
     CAPACITY_TYPE_LABEL,
+    HOSTNAME_LABEL,
     INITIALIZED_LABEL,
     INSTANCE_TYPE_LABEL,
     NODEPOOL_HASH_ANNOTATION,
@@ -46,7 +47,8 @@ GENERATION = 1
 DISRUPTION_CONDITIONS = frozenset({T.DRIFTED, T.CONSOLIDATABLE, T.DISRUPTION_REASON})
 """The conditions disruption sets; the rest follow the lifecycle."""
 DEFAULT_EXPIRE_AFTER = "720h"
-_LIFECYCLE_LABELS = frozenset({REGISTERED_LABEL, INITIALIZED_LABEL})
+_NOT_FROM_REQUIREMENTS = frozenset({REGISTERED_LABEL, INITIALIZED_LABEL, HOSTNAME_LABEL})
+"""Upstream's restricted label and the lifecycle labels its scheduling simulation adds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +248,7 @@ def _custom_labels(requirements: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     out = {}
     for r in requirements:
         key, values = r.get("key", ""), r.get("values") or []
-        if key in WELL_KNOWN_LABELS or key in _LIFECYCLE_LABELS or label_domain(key).endswith("karpenter.sh"):
+        if key in WELL_KNOWN_LABELS or key in _NOT_FROM_REQUIREMENTS or label_domain(key).endswith("karpenter.sh"):
             continue
         if r.get("operator") == "In" and len(values) == 1:
             out[key] = str(values[0])

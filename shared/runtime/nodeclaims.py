@@ -58,6 +58,7 @@ class NodeClaimWriter:
         self.labelled: dict[str, dict[str, str]] = {}  # claim -> its node's labels last written
         self.finalized: set[str] = set()  # claims whose node carries the termination finalizer
         self.releasing: set[str] = set()  # claims ended outside termination: their object must go
+        self.settled_on: dict[str, Judgment] = {}  # claim -> the judgment its status was settled on
         self.refresh_at: datetime | None = None
         self._pass: asyncio.Task[int] | None = None
 
@@ -94,6 +95,7 @@ class NodeClaimWriter:
         self.written.clear()
         self.labelled.clear()
         self.finalized.clear()
+        self.settled_on.clear()
         self.refresh_at = None
 
     def _take(self) -> None:
@@ -105,6 +107,7 @@ class NodeClaimWriter:
             self.written.pop(name, None)
             self.labelled.pop(name, None)
             self.finalized.discard(name)
+            self.settled_on.pop(name, None)
 
     # --- the scheduler's steps ---------------------------------------------------------------------
 
@@ -161,29 +164,32 @@ class NodeClaimWriter:
         had) a condition of disruption's: `Drifted`, `Consolidatable`, `DisruptionReason`; every
         launched claim after a restart and every REFRESH. How many were written."""
         self._take()
-        self.dirty.clear()  # the lifecycle is the scheduler's to write; only its effect on ours matters
+        changed, self.dirty = self.dirty, set()  # the lifecycle is the scheduler's to write
         if self.cluster is None:
             return 0
         if self.refresh_at is None or now >= self.refresh_at:
             self.written.clear()
+            self.settled_on.clear()
             self.refresh_at = now + REFRESH
-        todo: list[tuple[ClaimRecord, dict[str, Any]]] = []
+        todo: list[tuple[ClaimRecord, Judgment, dict[str, Any]]] = []
         for name, record in self.records.claims.items():
-            if not record.launched:
-                continue
-            status = nodeclaim_status(record, judgments.get(name, NO_JUDGMENT))
+            judgment = judgments.get(name, NO_JUDGMENT)
+            if not record.launched or (name not in changed and self.settled_on.get(name) == judgment):
+                continue  # nothing it is written from has changed since it was settled
+            status = nodeclaim_status(record, judgment)
             previous = self.written.get(name)
-            if previous == status:
-                continue
-            if previous is None or _ours(status) or _ours(previous):
-                todo.append((record, status))
+            if previous != status and (previous is None or _ours(status) or _ours(previous)):
+                todo.append((record, judgment, status))
+            else:
+                self.settled_on[name] = judgment
         return await self._each(todo, self._judged)
 
-    async def _judged(self, item: tuple[ClaimRecord, dict[str, Any]]) -> None:
+    async def _judged(self, item: tuple[ClaimRecord, Judgment, dict[str, Any]]) -> None:
         assert self.cluster is not None
-        record, status = item
+        record, judgment, status = item
         await self.cluster.patch_nodeclaim_status(record.name, status)
         self.written[record.name] = status
+        self.settled_on[record.name] = judgment
 
     # ------------------------------------------------------------------------------------------------
 

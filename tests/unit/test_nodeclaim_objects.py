@@ -35,6 +35,8 @@ def pool_applied(uid: str | None = "pool-uid") -> c.NodePoolApplied:
 REQUIREMENTS = [
     {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
     {"key": "example.com/rack", "operator": "In", "values": ["r1"]},
+    {"key": "example.com/row", "operator": "In", "values": ["a", "b"]},  # not fixed: no label
+    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["h1"]},  # restricted: no label
     {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]},
 ]
 CREATED = c.NodeClaimCreated(
