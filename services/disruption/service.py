@@ -6,7 +6,8 @@ PostgreSQL advisory lock, every append fenced) while the others keep warm. A pas
 pure `World` and asks `shared.disruption.passes`; each command found is reserved with
 `reserve_disruption` (budgets at that instant, the node hard limit), and a refusal is said as
 `DisruptionBlocked`. Commands then move through their own stream, each step expecting the
-stream's version so two leaders never both act (`commands.py`).
+stream's version so two leaders never both act (`commands.py`). Each pass's judgments, and the
+decisions in the log, are written on the NodeClaim API objects (`shared.runtime.nodeclaims`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from services.disruption.commands import Commands
 from services.disruption.projection import PROJECTED, Projection
-from services.disruption.world import build
+from services.disruption.world import build, judgments
 from shared import acts
 from shared.api.nodepool import DisruptionReason
 from shared.bus.connection import BusSettings
@@ -32,6 +33,7 @@ from shared.disruption.command import Command
 from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, Found, PoolBlocked, World, forceful, graceful
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
+from shared.kube.nodeclaims import READS, NodeClaimRecords
 from shared.policy.budgets import blocked_by_budget_message
 from shared.policy.limits import blocked_by_node_limit_message
 from shared.policy.violations import BudgetExceeded, NodeLimitExceeded, ReservationError
@@ -39,6 +41,7 @@ from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import NODE, NODEPOOL, WARNING, Cluster, KubeEvent
 from shared.runtime import logs
 from shared.runtime.leading import lead, quiet
+from shared.runtime.nodeclaims import NodeClaimWriter
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption
@@ -77,7 +80,14 @@ class DisruptionService:
         self.catalog: list[InstanceOption] = []
         self.lock = LeaderLock(store, LEADER_LOCK)
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
-        self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
+        self.claim_records = NodeClaimRecords()
+        self.objects = NodeClaimWriter(cluster, self.claim_records)  # Drifted, Consolidatable, DisruptionReason
+        self.consumer = ProjectionConsumer(
+            self.shell,
+            store,
+            lambda event: (self.projection.apply(event), self.claim_records.apply(event)),
+            validate=PROJECTED | READS,
+        )
         registry = self.shell.registry
         self.leader_gauge = Gauge("nodewright_disruption_leader", "1 while this replica decides.", registry=registry)
         self.decisions = Counter(
@@ -136,10 +146,12 @@ class DisruptionService:
         try:
             await lead(self.lock, self.leader_gauge, stopping, self._take_over, self._follow, log)
         finally:
+            await self.objects.stop()
             await self.shell.stop()
 
     async def _take_over(self) -> None:
         await self.consumer.reach(await self.store.head_position())
+        await self.objects.restart()
         await self._load_catalog()  # a command inherited mid-way is re-checked before the first pass
 
     async def _load_catalog(self) -> None:
@@ -186,6 +198,8 @@ class DisruptionService:
             if decision is not None:
                 decided.append(decision)
         await self._say(result.pool_blocked, result.blocked, now)
+        judged = judgments(world)
+        self.objects.kick(lambda: self.objects.keep_judgments(judged, now))  # in the background, after the decisions
         return decided
 
     async def _reserve(self, found: Found, now: datetime, world: World) -> str | None:

@@ -1,4 +1,5 @@
-"""The disruption projection and the live counters as the pure pass takes them (`World`)."""
+"""The disruption projection and the live counters as the pure pass takes them (`World`), and
+what a pass judges of each claim for its NodeClaim object (`judgments`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from services.disruption.projection import Claim, Pod, Projection
 from shared.api.labels import DELETION_COST_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION
 from shared.api.nodepool import ConsolidationPolicy, DisruptionReason, NodePool
 from shared.disruption.candidates import CandidatePod, NodeState
+from shared.disruption.consolidatable import consolidatable_at
 from shared.disruption.consolidation import Movable
 from shared.disruption.drift import drift_reason
 from shared.disruption.passes import Node, PoolRules, World
 from shared.disruption.pdbs import Member, disruptions_allowed
 from shared.disruption.simulation import ClusterView, Move
+from shared.kube.nodeclaims import Judgment
 from shared.policy.counters import PoolCounters
 from shared.policy.limits import NodeLimit
 from shared.policy.overlimit import ClaimFacts
@@ -193,3 +196,20 @@ def _movable(
         claim.capacity_type,
         claim.instance_type,
     )
+
+
+def judgments(world: World) -> dict[str, Judgment]:
+    """Each claim's `Drifted` and `Consolidatable` as upstream's nodeclaim disruption controllers
+    mark them at this instant: drifted once launched and no longer matching its pool;
+    Consolidatable once initialized and consolidateAfter has passed since its last pod event (or
+    its initialization), never under `Never`."""
+    out = {}
+    for node in world.nodes:
+        rules = world.pools.get(node.state.nodepool)
+        since = None
+        if rules is not None and node.initialized_at is not None:
+            at = consolidatable_at(rules.consolidate_after, node.initialized_at, node.last_pod_event)
+            since = at if at is not None and at <= world.now else None
+        drifted_since = node.drifted_since if node.drift else None
+        out[node.state.nodeclaim] = Judgment(node.drift, drifted_since, since, node.last_pod_event)
+    return out

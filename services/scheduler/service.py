@@ -6,7 +6,8 @@ the pure pass (`shared.scheduling.packing`), and for each planned claim: `reserv
 strict reservation against the pool's counter row), the cloud's `create`, then
 NodeClaimLaunched, or NodeClaimLaunchFailed with the offerings put in the insufficient-capacity
 cache so the next pass plans around them. It also turns the watcher's node facts into the
-counted lifecycle (NodeClaimRegistered, NodeClaimInitialized). Replicas are safe: one holds a
+counted lifecycle (NodeClaimRegistered, NodeClaimInitialized), kept on the NodeClaim API objects
+(`shared.runtime.nodeclaims`). Replicas are safe: one holds a
 PostgreSQL advisory lock and plans, the others wait to take over; every reservation carries the
 lock's fence, so a replica that lost the lock without noticing can reserve nothing
 (`shared.store.leader`).
@@ -36,11 +37,13 @@ from shared.clock import Clock
 from shared.config import Settings
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
+from shared.kube.nodeclaims import READS, NodeClaimRecords
 from shared.policy.counters import ReservationError
 from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import NORMAL, POD, WARNING, Cluster, KubeEvent
 from shared.runtime import logs
 from shared.runtime.leading import lead, quiet, wait
+from shared.runtime.nodeclaims import NodeClaimWriter
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
@@ -102,12 +105,15 @@ class SchedulerService:
         timeout: timedelta = PASS_TIMEOUT,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`cluster`: where the pods' FailedScheduling and Nominated events go (none: nowhere);
+        """`cluster`: where the pods' FailedScheduling and Nominated events and the NodeClaim
+        objects go (none: nowhere);
         `timeout`: how long one pass may compute, on `monotonic` (real time: the work is this
         process's, not the simulated clock's), before it launches what it planned and leaves
         the rest to the next pass."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.recorder = Recorder(cluster)
+        self.claim_records = NodeClaimRecords()
+        self.objects = NodeClaimWriter(cluster, self.claim_records)  # the NodeClaims the log implies
         self.idle, self.longest = idle, longest
         self.timeout, self.monotonic = timeout, monotonic
         self.projection = Projection()
@@ -120,7 +126,10 @@ class SchedulerService:
         self.appended = 0  # the last position this leader's own appends reached
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
         self.consumer = ProjectionConsumer(
-            self.shell, store, lambda event: self.projection.apply((event,)), validate=PROJECTED
+            self.shell,
+            store,
+            lambda event: (self.projection.apply((event,)), self.claim_records.apply(event)),
+            validate=PROJECTED | READS,
         )
         registry = self.shell.registry
         self.leader_gauge = Gauge("nodewright_scheduler_leader", "1 while this replica plans.", registry=registry)
@@ -162,6 +171,7 @@ class SchedulerService:
         try:
             await lead(self.lock, self.leader_gauge, stopping, self._take_over, self._follow, log)
         finally:
+            await self.objects.stop()
             await self.shell.stop()
 
     @property
@@ -174,6 +184,7 @@ class SchedulerService:
         them, and the projection reaches it (from the bus, or from the store)."""
         self.requested.clear()
         await self.consumer.reach(await self.store.head_position())
+        await self.objects.restart()
 
     async def _follow(self, stopping: asyncio.Event) -> None:
         first: datetime | None = None
@@ -187,6 +198,7 @@ class SchedulerService:
                 if not await self.lock.held():
                     raise NotLeader(self.lock.fence)
             await self._record_lifecycle()
+            self.objects.kick(self.objects.keep_lifecycle)  # in the background: the API never holds the log up
             # a disruption's replacements, or a launch left unrecorded
             if self.projection.unlaunched() and not await _reaching_cloud(self.launch_unlaunched(now), stopping):
                 continue
@@ -392,6 +404,7 @@ class SchedulerService:
                 ended.append(name)
         await self.consumer.reach(self.appended)
         self.looked_at.intersection_update(self.projection.orphaned())
+        self.objects.release(ended)  # ended here, not by termination: their objects go too
         return ended
 
     async def _launch(self, name: str, now: datetime) -> str | None:

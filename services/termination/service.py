@@ -7,7 +7,8 @@ the server it is still working; the message is acknowledged once the claim is te
 replica that dies leaves its messages unacknowledged, and the server hands them to another
 replica, which resumes from what the log recorded: the drain's start, the pods evicted (a pod
 gone from the node is not evicted again). Every replica keeps a projection of the claims, pools
-and pods (a projection consumer), which each pass reads.
+and pods (a projection consumer), which each pass reads. The NodeClaim object's deletion is asked
+for as the drain starts, and the `karpenter.sh/termination` finalizers go once it has finished.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from services.termination.projection import PROJECTED, Projection
 from shared import acts
-from shared.api.labels import EXCLUDE_FROM_LOAD_BALANCERS_LABEL, TERMINATION_TIMESTAMP_ANNOTATION
+from shared.api.labels import EXCLUDE_FROM_LOAD_BALANCERS_LABEL, TERMINATION_FINALIZER, TERMINATION_TIMESTAMP_ANNOTATION
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell, database_answers
@@ -32,7 +33,17 @@ from shared.clock import Clock
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent, RecordedEvent
 from shared.ports.cloud import CloudProvider, InstanceNotFound
-from shared.ports.cluster import NODE, POD, WARNING, Cluster, ClusterError, EvictionRefused, KubeEvent, NotFound
+from shared.ports.cluster import (
+    NODE,
+    NODECLAIM,
+    POD,
+    WARNING,
+    Cluster,
+    ClusterError,
+    EvictionRefused,
+    KubeEvent,
+    NotFound,
+)
 from shared.runtime import logs
 from shared.runtime.outages import OUTAGES
 from shared.runtime.recorder import Recorder
@@ -180,16 +191,23 @@ class _Drain:
         """Pods whose eviction (grace None) or forced deletion got no answer: asked again next pass,
         and a pod found gone then is recorded as this drain's."""
         self.unrecorded: list[tuple[c.Event, uuid.UUID]] = []  # steps done whose record failed
+        self.ended = False  # NodeClaimTerminated recorded by this drain
+        self.deletion_asked = False
 
     async def step(self) -> bool:
-        """One pass; True once the claim is terminated."""
+        """One pass; True once the claim is terminated and its objects released."""
         s = self.s
         claim = s.projection.claims.get(self.name)
-        if claim is None or claim.terminated:
+        if claim is None:
+            return True
+        if claim.terminated or self.ended:
+            await self.release(claim.node)
             return True
         t = s.projection.termination(self.name)
         if t is None:
             return False
+        if not self.deletion_asked:
+            await self.ask_deletion()
         t = replace(
             t,
             instance_gone=t.instance_gone or self.instance_gone,
@@ -210,8 +228,28 @@ class _Drain:
             await self.delete_node(t, now)
         else:
             await self.finish(t, now)
+            self.ended = True
+            await self.release(t.node)
             return True
         return False
+
+    async def ask_deletion(self) -> None:
+        """The NodeClaim object shows its deletion (upstream's disruption deletes it; a `kubectl
+        delete` has asked already); its finalizer keeps it until `release`. None: never launched."""
+        with contextlib.suppress(NotFound):
+            await self.s.cluster.delete_nodeclaim(self.name)
+        self.deletion_asked = True
+
+    async def release(self, node: str | None) -> None:
+        """Termination has finished: the finalizers go, the Node's then the NodeClaim's, so the
+        objects go and a `kubectl delete` of either returns. A cluster out of reach leaves the
+        drain running (its message unacknowledged) until it answers; the log is not held up."""
+        cluster = self.s.cluster
+        if not self.deletion_asked:
+            await self.ask_deletion()
+        if node is not None:
+            await cluster.remove_finalizer(NODE, node, TERMINATION_FINALIZER)
+        await cluster.remove_finalizer(NODECLAIM, self.name, TERMINATION_FINALIZER)
 
     async def taint(self, t: Termination, now: datetime) -> None:
         """Upstream's finalizers, in order: the claim's termination timestamp (with a grace period),
