@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.sim.api import core
+from services.sim.api import core, tls
 from services.sim.api.rbac import User, Users
 from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
@@ -196,3 +196,33 @@ async def test_the_sim_refuses_a_service_what_its_rules_do_not_grant(tmp_path: P
         await disruption.close()
         await termination.close()
         await server.stop()
+
+
+async def test_a_watch_outlives_a_restart_of_its_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection drops and the watches are opened again, with backoff, from where each was."""
+    monkeypatch.setattr(informer, "WATCH_SECONDS", WATCH_SECONDS)
+    world, users = new_world(), Users([User(name="all", token="t-all")])
+    certificate = tls.self_signed("127.0.0.1")
+    first = ApiServer(WorldHost(world), ApiOptions(users, tls=certificate))
+    await first.start()
+    assert first.url is not None
+    port = int(first.url.rsplit(":", 1)[1])
+    cluster = await connect(first, tmp_path, "all", "t-all")
+    second: ApiServer | None = None
+    try:
+        stream = cluster.watch((await cluster.snapshot()).resource_version)
+        await cluster.label_node("n-1", {"example.com/before": "yes"})
+        assert (await asyncio.wait_for(anext(stream), 10)).key == "n-1"
+        await first.stop()
+        host = WorldHost(world)
+        second = host.server = ApiServer(host, ApiOptions(users, port=port, tls=certificate))
+        await second.start()
+        await cluster.label_node("n-2", {"example.com/after": "yes"})
+        change = await asyncio.wait_for(anext(stream), 10)
+        assert (change.key, change.object["labels"]["example.com/after"]) == ("n-2", "yes")
+        await stream.aclose()  # type: ignore[attr-defined]
+    finally:
+        await cluster.close()
+        for server in (first, second):
+            if server is not None:
+                await server.stop()
