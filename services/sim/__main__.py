@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from services.sim.api import tls
 from services.sim.api.rbac import Users, UsersError
 from services.sim.api.server import ApiOptions
 from services.sim.journal import JOURNAL_FORMAT
@@ -38,8 +39,8 @@ def main(
     except ScenarioError as exc:
         crashes.give_up(f"the scenario cannot be played: {exc}", 2)
     try:
-        api = api_options(os.environ)
-    except (UsersError, ValueError) as exc:
+        api = api_options(os.environ, config.data_dir)
+    except (UsersError, ValueError, OSError) as exc:
         crashes.give_up(f"the sim's Kubernetes API cannot be served: {exc}", 2)
     service = SimService(
         world,
@@ -68,14 +69,25 @@ def main(
     serve(run, "sim")
 
 
-def api_options(environ: Mapping[str, str]) -> ApiOptions:
+def api_options(environ: Mapping[str, str], data_dir: Path) -> ApiOptions:
     """Where the Kubernetes API listens (`NODEWRIGHT_SIM_API_LISTEN`, host:port; 127.0.0.1 and
-    any free port unless told) and who may use it (`NODEWRIGHT_SIM_API_USERS`, a users file;
-    without one every request is refused 401)."""
+    any free port unless told), who may use it (`NODEWRIGHT_SIM_API_USERS`, a users file; without
+    one every request is refused 401), and its certificate: `NODEWRIGHT_SIM_API_TLS_CERT` and
+    `_KEY` (PEM files), or a self-signed one, written to `<data dir>/sim-api.crt` for the
+    kubeconfigs that trust it."""
     host, port = ApiOptions.parse_listen(environ.get("NODEWRIGHT_SIM_API_LISTEN") or "127.0.0.1:0")
     path = environ.get("NODEWRIGHT_SIM_API_USERS")
     users = Users.load(Path(path)) if path else Users([])
-    return ApiOptions(users, host, port)
+    cert, key = environ.get("NODEWRIGHT_SIM_API_TLS_CERT"), environ.get("NODEWRIGHT_SIM_API_TLS_KEY")
+    if bool(cert) != bool(key):
+        raise ValueError("NODEWRIGHT_SIM_API_TLS_CERT and NODEWRIGHT_SIM_API_TLS_KEY are given together or not at all")
+    if cert and key:
+        pem = (Path(cert).read_bytes(), Path(key).read_bytes())
+    else:
+        pem = tls.self_signed(host)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "sim-api.crt").write_bytes(pem[0])
+    return ApiOptions(users, host, port, pem)
 
 
 def world_of(scenario: Scenario) -> str:

@@ -124,7 +124,9 @@ class Registry:
         name = str((document.get("metadata") or {}).get("name", ""))
         old = self.nodepools.get(name)
         if old is None:
-            self.create_custom(NODEPOOL, {**document, "metadata": dict(document.get("metadata") or {})}, now)
+            self.create_custom(
+                NODEPOOL, {**document, "metadata": {**(document.get("metadata") or {}), "name": name}}, now
+            )
             return
         metadata = {**old["metadata"], **(document.get("metadata") or {})}
         for kept in ("uid", "creationTimestamp", "generation"):
@@ -273,6 +275,11 @@ class Registry:
         return out
 
     # --- Namespaces --------------------------------------------------------------------------------
+
+    def namespaces_made_at(self, now: datetime) -> None:
+        """The creation time of the namespaces there from the start: the world's."""
+        for document in self.namespaces.values():
+            document["metadata"].setdefault("creationTimestamp", api_time(now))
 
     def create_namespace(self, name: str, labels: dict[str, str], now: datetime) -> dict[str, Any]:
         if name in self.namespaces:

@@ -58,6 +58,7 @@ class World:
             generate_catalog(spec.seed, spec.cloud.instance_types, spec.cloud.zones), windows, spec.seed
         )
         self.cluster = SimCluster()
+        self.cluster.namespaces_made_at(self.now)
         self.interruptions: list[dict[str, str]] = []
         """Each instance a spot interruption picked: when, and whose (the sim's score reports them)."""
         self._due: list[_Due] = []
@@ -184,10 +185,15 @@ class World:
         return instance
 
     def terminate(self, provider_id: str) -> Instance:
+        """The instance goes, and its node is deleted as a cloud controller deletes the node of
+        an instance that is gone: at once, or marked (and NotReady, its kubelet gone) while a
+        finalizer holds it, for the finalizer's owner to finish."""
         instance = self.cloud.delete(provider_id, self.now)
         node = self.node_of(instance)
         if node is not None:
-            self.cluster.delete_node(node.name)
+            if node.finalizers:
+                self.cluster.set_ready(node.name, False)
+            self.cluster.request_node_deletion(node.name, self.now)
         self.cluster.nodeclaim_gone(instance.request.nodeclaim)
         return instance
 

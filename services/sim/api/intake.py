@@ -25,6 +25,16 @@ _AFFINITY = {
     "podAntiAffinity": ("requiredDuringSchedulingIgnoredDuringExecution",),
 }
 """The affinity the sim's kube-scheduler honours; preferences are kept in the spec, not used."""
+_SHAPES: dict[str, type] = {
+    "containers": list,
+    "initContainers": list,
+    "tolerations": list,
+    "topologySpreadConstraints": list,
+    "affinity": Mapping,
+    "overhead": Mapping,
+    "nodeSelector": Mapping,
+}
+"""The shape of each pod spec field the sim reads."""
 _SPREAD = ("maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector")
 _TOLERATION = ("key", "operator", "value", "effect", "tolerationSeconds")
 
@@ -48,6 +58,13 @@ class Problems:
                 self.add(f"{field}.{inner}" if inner else field, error["msg"])
             return None
 
+    def shaped(self, field: str, value: Any, kind: type | None) -> Any:
+        """`value` if it is of `kind` (or null, or no kind is asked); else a cause, and null."""
+        if kind is None or value is None or isinstance(value, kind):
+            return value
+        self.add(field, f"Invalid value: must be {'a list' if kind is list else 'an object'}")
+        return None
+
     def check(self) -> None:
         if self.causes:
             raise invalid(self.kind, self.group, self.name, self.causes)
@@ -58,6 +75,7 @@ def template_from(metadata: Mapping[str, Any], spec: Any, field: str, problems: 
     if not isinstance(spec, Mapping):
         problems.add(field, "Required value: a pod spec is an object", "FieldValueRequired")
         spec = {}
+    spec = {name: problems.shaped(f"{field}.{name}", value, _SHAPES.get(name)) for name, value in spec.items()}
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         problems.add(f"{field}.containers", "Required value", "FieldValueRequired")
@@ -127,7 +145,8 @@ def _requests_of(container: Any, field: str, problems: Problems) -> dict[str, De
         return {}
     if not container.get("name"):
         problems.add(f"{field}.name", "Required value", "FieldValueRequired")
-    raw = (container.get("resources") or {}).get("requests") or {}
+    resources = problems.shaped(f"{field}.resources", container.get("resources"), Mapping) or {}
+    raw = problems.shaped(f"{field}.resources.requests", resources.get("requests"), Mapping) or {}
     out = {}
     for name, value in raw.items():
         quantity = _quantity(value, f"{field}.resources.requests.{name}", problems)
@@ -177,8 +196,8 @@ def pdb_from(document: Mapping[str, Any], namespace: str, name: str, now: dateti
 def daemonset_from(document: Mapping[str, Any], namespace: str, name: str, now: datetime) -> DaemonSet:
     problems = Problems("DaemonSet", "apps", name)
     spec = document.get("spec") or {}
-    pod_template = spec.get("template") or {}
-    metadata = pod_template.get("metadata") or {}
+    pod_template = problems.shaped("spec.template", spec.get("template"), Mapping) or {}
+    metadata = problems.shaped("spec.template.metadata", pod_template.get("metadata"), Mapping) or {}
     selector = problems.model("spec.selector", LabelSelector, spec.get("selector") or {})
     template = template_from(metadata, pod_template.get("spec"), "spec.template.spec", problems)
     if selector is not None and not spec.get("selector"):

@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-from services.sim.api.resources import Resource, crds, group_versions
+from services.sim.api.resources import KUBERNETES, Resource, crds, group_versions
 
 _PARAMETERS = {
     "post": ("dryRun", "fieldManager", "fieldValidation"),
@@ -98,7 +98,7 @@ def _documents() -> dict[str, dict[str, Any]]:
         key = f"apis/{group_version}" if "/" in group_version else f"api/{group_version}"
         out[key] = {
             "openapi": "3.0.0",
-            "info": {"title": "Kubernetes", "version": "v1.31.0"},
+            "info": {"title": "Kubernetes", "version": f"v{KUBERNETES}.0"},
             "paths": paths,
             "components": {"schemas": schemas},
         }

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from services.sim.api.resources import KUBERNETES
 from services.sim.registry import EVENT, NAMESPACE, object_uid
 from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, WatchEvent
 
 READY_REASON = "KubeletReady"
+UNSCHEDULABLE_KEY = "node.kubernetes.io/unschedulable"
+"""A cordoned node's taint; the node is rendered `spec.unschedulable: true` while it has it."""
 CONTAINER = "main"
 """The one container of a scenario's pod, requesting the template's requests."""
 
@@ -142,6 +145,8 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
     spec: dict[str, Any] = {"providerID": flat.get("providerID")}
     if flat.get("taints"):
         spec["taints"] = list(flat["taints"])
+    if any(t.get("key") == UNSCHEDULABLE_KEY for t in flat.get("taints") or []):
+        spec["unschedulable"] = True
     ready = bool(flat.get("ready"))
     condition = {
         "type": "Ready",
@@ -161,7 +166,7 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
             "allocatable": dict(flat.get("allocatable") or {}),
             "conditions": [condition],
             "nodeInfo": {
-                "kubeletVersion": "v1.31.0-sim",
+                "kubeletVersion": f"v{KUBERNETES}.0-sim",
                 "architecture": flat.get("labels", {}).get("kubernetes.io/arch", "amd64"),
                 "operatingSystem": "linux",
             },

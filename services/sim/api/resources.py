@@ -13,10 +13,13 @@ from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD
 
 READ = ("get", "list", "watch")
 WRITE = ("create", "update", "patch", "delete")
+KUBERNETES = "1.36"
+"""The Kubernetes minor the API is served as: within the skew kubectl (pinned in constraints.txt)
+accepts without a warning."""
 VERSION = {
     "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0-nodewright-sim",
+    "minor": "36",
+    "gitVersion": f"v{KUBERNETES}.0-nodewright-sim",
     "gitCommit": "",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",

@@ -27,29 +27,45 @@ class Target:
 
 def current(cluster: SimCluster, kind: str) -> list[tuple[str, dict[str, Any]]]:
     """Every object of a kind now, as the API serves it, by key."""
-    out = []
-    for key, flat, extra in _objects(cluster, kind):
-        event = WatchEvent(cluster.version_of(kind, key), kind, ADDED, key, flat)
-        out.append((key, render(event, extra, cluster.pod_specs)))
-    return out
+    return [(key, _rendered(cluster, kind, key, obj)) for key, obj in _store(cluster, kind).items()]
 
 
-def _objects(cluster: SimCluster, kind: str) -> list[tuple[str, dict[str, Any], Mapping[str, Any] | None]]:
-    if kind == POD:
-        return [(k, p.to_dict(), None) for k, p in cluster.pods.items()]
-    if kind == NODE:
-        return [(k, n.to_dict(), {"annotations": n.annotations}) for k, n in cluster.nodes.items()]
-    if kind == PDB:
-        return [(k, b.to_dict(), _made(b)) for k, b in cluster.pdbs.items()]
-    if kind == DAEMONSET:
-        return [(k, d.to_dict(), {**_made(d), "spec": d.template.spec}) for k, d in cluster.daemonsets.items()]
-    store = {
+def one(cluster: SimCluster, target: Target) -> dict[str, Any]:
+    """The object a target names, as served; 404 if it is not there."""
+    key = f"{target.namespace}/{target.name}" if target.resource.namespaced else target.name
+    obj = _store(cluster, target.resource.kind).get(key)
+    if obj is None:
+        raise not_found(target.resource.plural, target.name, target.resource.group)
+    return _rendered(cluster, target.resource.kind, key, obj)
+
+
+def _store(cluster: SimCluster, kind: str) -> Mapping[str, Any]:
+    return {
+        POD: cluster.pods,
+        NODE: cluster.nodes,
+        PDB: cluster.pdbs,
+        DAEMONSET: cluster.daemonsets,
         NODEPOOL: cluster.nodepools,
         NODECLAIM: cluster.nodeclaims,
         EVENT: cluster.events,
         NAMESPACE: cluster.namespaces,
     }[kind]
-    return [(k, d, None) for k, d in store.items()]
+
+
+def _rendered(cluster: SimCluster, kind: str, key: str, obj: Any) -> dict[str, Any]:
+    """One object now, at the version of its last change."""
+    extra: Mapping[str, Any] | None = None
+    if kind == POD:
+        flat = obj.to_dict()
+    elif kind == NODE:
+        flat, extra = obj.to_dict(), {"annotations": obj.annotations}
+    elif kind == PDB:
+        flat, extra = obj.to_dict(), _made(obj)
+    elif kind == DAEMONSET:
+        flat, extra = obj.to_dict(), {**_made(obj), "spec": obj.template.spec}
+    else:
+        flat = obj
+    return render(WatchEvent(cluster.version_of(kind, key), kind, ADDED, key, flat), extra, cluster.pod_specs)
 
 
 def _made(obj: Any) -> dict[str, Any]:
@@ -57,12 +73,3 @@ def _made(obj: Any) -> dict[str, Any]:
     if obj.created_at is not None:
         out["createdAt"] = api_time(obj.created_at)
     return out
-
-
-def one(cluster: SimCluster, target: Target) -> dict[str, Any]:
-    """The object a target names, as served; 404 if it is not there."""
-    key = f"{target.namespace}/{target.name}" if target.resource.namespaced else target.name
-    for found, obj in current(cluster, target.resource.kind):
-        if found == key:
-            return obj
-    raise not_found(target.resource.plural, target.name, target.resource.group)

@@ -60,6 +60,7 @@ class ApiServer:
         self.host = host
         self.options = options
         self._changed = asyncio.Event()
+        self._closing = False
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
         self.certificate, self._key = options.tls or tls.self_signed(options.host)
@@ -73,18 +74,19 @@ class ApiServer:
     async def start(self) -> str:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         context = tls.server_context(self.certificate, self._key)
         site = web.TCPSite(self._runner, self.options.host, self.options.port, ssl_context=context)
         await site.start()
-        sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-        host, port = sockets[0].getsockname()[:2]
+        host, port = self._runner.addresses[0][:2]
         self.url = f"https://{host if ':' not in host else f'[{host}]'}:{port}"
         log.info("the sim serves the Kubernetes API", url=self.url)
         return self.url
 
     async def stop(self) -> None:
+        """Every watch ends (its client watches again elsewhere, or later), then the server."""
+        self._closing = True
         self.notify()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -116,7 +118,7 @@ class ApiServer:
         with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
             await _send(stream, watch.initial)
             after, told, bookmarked = watch.after, watch.after, loop.time()
-            while deadline is None or loop.time() < deadline:
+            while not self._closing and (deadline is None or loop.time() < deadline):
                 woken = self._changed
                 async with self.host.api_lock():  # only what the journal holds is seen
                     cluster, now = self.host.api_state()

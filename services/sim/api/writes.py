@@ -9,24 +9,31 @@ status subresource, its generation only with its spec. Pure: time comes in as `n
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from services.sim.api import intake
+from services.sim.api.defaults import defaulted, pruned, unknown_fields
 from services.sim.api.patch import STRATEGIC, apply_patch
+from services.sim.api.render import UNSCHEDULABLE_KEY
 from services.sim.api.request import Request
-from services.sim.api.resources import Resource
+from services.sim.api.resources import Resource, crds
 from services.sim.api.served import Target, one
 from services.sim.api.status import ApiError, Cause, bad_request, conflict, invalid, not_found, success
 from services.sim.cluster import SimCluster
 from services.sim.objects import AlreadyExists, ClusterError, EvictionRefused, NotFound
 from services.sim.registry import EVENT, NAMESPACE
-from shared.api.core import Taint
+from shared.api.core import Taint, TaintEffect
 from shared.api.validation import validate_nodepool
 from shared.ports.cluster import DAEMONSET, MODIFIED, NODE, NODECLAIM, NODEPOOL, PDB, POD
 
+UNSCHEDULABLE_TAINT = Taint(key=UNSCHEDULABLE_KEY, effect=TaintEffect.NO_SCHEDULE)
+"""What a cordon (spec.unschedulable) keeps on a node, as Kubernetes' node lifecycle controller does."""
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""An object's name: an RFC 1123 subdomain, as the API server requires of most kinds."""
 _KEPT_META = ("uid", "creationTimestamp", "deletionTimestamp", "generation")
 """What an update cannot change of a custom resource's metadata (the server's fields)."""
 
@@ -45,13 +52,14 @@ def write(cluster: SimCluster, target: Target, request: Request, now: datetime) 
         or (target.subresource and verb in ("create", "delete"))
     ):
         raise _not_allowed(request, resource)
+    strict = request.query.get("fieldValidation") == "Strict"
     if verb == "create":
-        return 201, create(cluster, target, _object(request.body), now)
+        return 201, create(cluster, target, _object(request.body), now, strict)
     if verb == "delete":
         return 200, delete(cluster, target, request, now)
     current = one(cluster, target)
     if verb == "update":
-        return 200, update(cluster, target, current, _object(request.body), now)
+        return 200, update(cluster, target, current, _object(request.body), now, strict)
     content_type = request.content_type.split(";")[0].strip()
     if content_type == STRATEGIC and resource.group == "karpenter.sh":
         raise ApiError(
@@ -60,7 +68,7 @@ def write(cluster: SimCluster, target: Target, request: Request, now: datetime) 
             "the body of the request was in an unknown format - accepted media types include:"
             " application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         )
-    return 200, update(cluster, target, current, apply_patch(current, request.body, content_type), now)
+    return 200, update(cluster, target, current, apply_patch(current, request.body, content_type), now, strict)
 
 
 def _not_allowed(request: Request, resource: Resource) -> ApiError:
@@ -80,7 +88,9 @@ def _object(body: Any) -> dict[str, Any]:
 # --- create ---------------------------------------------------------------------------------------
 
 
-def create(cluster: SimCluster, target: Target, body: dict[str, Any], now: datetime) -> dict[str, Any]:
+def create(
+    cluster: SimCluster, target: Target, body: dict[str, Any], now: datetime, strict: bool = False
+) -> dict[str, Any]:
     resource = target.resource
     _check_type(resource, body)
     metadata = dict(body.get("metadata") or {})
@@ -92,6 +102,12 @@ def create(cluster: SimCluster, target: Target, body: dict[str, Any], now: datet
             "",
             [Cause("Required value: name or generateName is required", "metadata.name", "FieldValueRequired")],
         )
+    if not isinstance(name, str) or len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
+        rule = (
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.',"
+            " and must start and end with an alphanumeric character"
+        )
+        raise invalid(resource.kind, resource.group, str(name), [Cause(f"{name!r}: {rule}", "metadata.name")])
     namespace = target.namespace
     if resource.namespaced:
         if metadata.get("namespace") not in (None, "", namespace):
@@ -115,6 +131,7 @@ def create(cluster: SimCluster, target: Target, body: dict[str, Any], now: datet
             cluster.apply_daemonset(replace(daemonset, metadata=_given(metadata)))
         elif kind in (NODEPOOL, NODECLAIM):
             _absent(cluster.custom(kind), name, resource, name)
+            body = _structural(kind, body, strict)
             if kind == NODEPOOL:
                 _admit(body, name)
             cluster.create_custom(kind, body, now)
@@ -154,7 +171,33 @@ def _admit(document: Mapping[str, Any], name: str) -> None:
         raise invalid("NodePool", "karpenter.sh", name, [Cause(e.message, e.path) for e in result.errors])
 
 
+def _structural(kind: str, document: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """What the API server does with a custom resource's write by its CRD's schema: fields it
+    does not know are pruned (refused under `fieldValidation=Strict`, as kubectl asks), then
+    its defaults filled in."""
+    schema = crds()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    unknown = unknown_fields(document, schema)
+    if unknown and strict:
+        listed = ", ".join(f'unknown field "{f}"' for f in unknown)
+        raise bad_request(f"strict decoding error: {listed}")
+    return defaulted(pruned(document, unknown) if unknown else document, schema)
+
+
 def _check_type(resource: Resource, body: Mapping[str, Any]) -> None:
+    for field in ("metadata", "spec", "status"):
+        if body.get(field) is not None and not isinstance(body[field], Mapping):
+            raise bad_request(f"{field}: Invalid value: must be an object")
+    for field in ("labels", "annotations"):
+        values = (body.get("metadata") or {}).get(field)
+        if values is not None and not (
+            isinstance(values, Mapping) and all(isinstance(v, str) for v in values.values())
+        ):
+            raise bad_request(f"metadata.{field}: Invalid value: must be a map of strings")
+    if resource.kind == EVENT and not isinstance(body.get("involvedObject") or {}, Mapping):
+        raise bad_request("involvedObject: Invalid value: must be an object")
+    finalizers = (body.get("metadata") or {}).get("finalizers")
+    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
+        raise bad_request("metadata.finalizers: Invalid value: must be a list of strings")
     if body.get("kind") not in (None, resource.kind):
         raise bad_request(f"the kind of the object ({body.get('kind')}) does not match the resource ({resource.kind})")
     if body.get("apiVersion") not in (None, resource.api_version):
@@ -177,9 +220,15 @@ def _details(resource: Resource, name: str) -> dict[str, Any]:
 
 
 def update(
-    cluster: SimCluster, target: Target, current: dict[str, Any], new: dict[str, Any], now: datetime
+    cluster: SimCluster,
+    target: Target,
+    current: dict[str, Any],
+    new: dict[str, Any],
+    now: datetime,
+    strict: bool = False,
 ) -> dict[str, Any]:
-    """Replace an object with `new` (a PUT's body, or the current object patched)."""
+    """Replace an object with `new` (a PUT's body, or the current object patched); `strict`:
+    fields a custom resource's schema does not know are refused rather than pruned."""
     resource = target.resource
     _check_type(resource, new)
     metadata = dict(new.get("metadata") or {})
@@ -209,7 +258,7 @@ def update(
         daemonset = intake.daemonset_from(new, target.namespace, name, now)
         cluster.apply_daemonset(replace(daemonset, metadata=_given(metadata)))
     elif kind in (NODEPOOL, NODECLAIM):
-        _update_custom(cluster, target, current, new)
+        _update_custom(cluster, target, new, strict)
     elif kind == EVENT:
         cluster.put_event({**new, "metadata": {**metadata, "namespace": target.namespace}}, now)
     else:
@@ -240,16 +289,17 @@ def _update_pod(cluster: SimCluster, target: Target, current: dict[str, Any], ne
 
 
 def _update_node(cluster: SimCluster, name: str, new: dict[str, Any]) -> None:
+    """Labels, annotations, finalizers and taints; `spec.unschedulable` (a cordon) is kept as the
+    node lifecycle controller keeps it, as the `node.kubernetes.io/unschedulable` taint."""
     metadata, spec = new["metadata"], new.get("spec") or {}
     problems = intake.Problems("Node", "", name)
     taints = [problems.model(f"spec.taints[{i}]", Taint, t) for i, t in enumerate(spec.get("taints") or [])]
-    if spec.get("unschedulable"):
-        problems.add(
-            "spec.unschedulable",
-            "Unsupported value: the sim's nodes are not cordoned; taint them instead",
-            "FieldValueNotSupported",
-        )
+    if not isinstance(spec.get("unschedulable", False), bool):
+        problems.add("spec.unschedulable", "Invalid value: must be a boolean")
     problems.check()
+    taints = [t for t in taints if t is not None and t.key != UNSCHEDULABLE_TAINT.key]
+    if spec.get("unschedulable"):
+        taints.append(UNSCHEDULABLE_TAINT)
     node = cluster.node(name)
     labels, annotations = dict(metadata.get("labels") or {}), dict(metadata.get("annotations") or {})
     finalizers = [str(f) for f in metadata.get("finalizers") or []]
@@ -265,7 +315,7 @@ def _update_node(cluster: SimCluster, name: str, new: dict[str, Any]) -> None:
     cluster.update_node(node, helps=helps)
 
 
-def _update_custom(cluster: SimCluster, target: Target, current: dict[str, Any], new: dict[str, Any]) -> None:
+def _update_custom(cluster: SimCluster, target: Target, new: dict[str, Any], strict: bool) -> None:
     """The main resource takes metadata and spec (status kept); the status subresource takes
     status only. A NodePool's new spec is admitted first."""
     kind, name = target.resource.kind, target.name
@@ -283,8 +333,9 @@ def _update_custom(cluster: SimCluster, target: Target, current: dict[str, Any],
         document.update(apiVersion=stored["apiVersion"], kind=kind, metadata=metadata)
         if "status" in stored:
             document["status"] = stored["status"]
-        if kind == NODEPOOL:
-            _admit(document, name)
+    document = _structural(kind, document, strict)
+    if kind == NODEPOOL and target.subresource != "status":
+        _admit(document, name)
     cluster.update_custom(kind, document)
 
 
@@ -333,6 +384,8 @@ def evict(cluster: SimCluster, target: Target, body: Any) -> tuple[int, Any]:
     no disruption now (a `DisruptionBudget` cause), 500 more than one PDB over the pod."""
     if not isinstance(body, Mapping) or body.get("kind") not in (None, "Eviction"):
         raise bad_request("the body of an eviction is an Eviction (policy/v1)")
+    if not isinstance(body.get("metadata") or {}, Mapping):
+        raise bad_request("metadata: Invalid value: must be an object")
     named = (body.get("metadata") or {}).get("name")
     if named not in (None, target.name):
         raise bad_request(f"the name of the eviction ({named}) does not match the pod ({target.name})")
