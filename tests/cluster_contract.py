@@ -261,9 +261,11 @@ async def a_nodeclaim_is_created_once_and_its_finalizer_holds_its_deletion(h: Ha
         "spec": {"nodeClassRef": {"group": "sim.nodewright.dev", "kind": "SimNodeClass", "name": "default"}},
     }
     await h.cluster.create_nodeclaim(claim)
+    created = h.world.cluster.nodeclaims["general-abc"]  # with the CRD's defaults, where the API applies them
     await h.cluster.create_nodeclaim({**claim, "spec": {"changed": True}})  # there already: left as it is
     stored = h.world.cluster.nodeclaims["general-abc"]
-    assert stored["spec"] == claim["spec"] and stored["metadata"]["finalizers"] == [TERMINATION_FINALIZER]
+    assert stored == created and stored["spec"]["nodeClassRef"] == claim["spec"]["nodeClassRef"]
+    assert stored["metadata"]["finalizers"] == [TERMINATION_FINALIZER]
     launched = {
         "type": "Launched",
         "status": "True",
