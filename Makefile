@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.termination
 	$(BIN)/python -m benchmarks.e2e
 	$(BIN)/python -m benchmarks.consolidation
+	$(BIN)/python -m benchmarks.cluster_api
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

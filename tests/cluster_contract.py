@@ -58,6 +58,7 @@ SCENARIO = scenario_doc(
     ],
 )
 WAIT_SECONDS = 10.0
+BOOKMARKED_ROUNDS = 30
 
 
 def new_world() -> World:
@@ -147,8 +148,9 @@ async def a_watch_from_a_list_sees_every_later_change_in_order(h: Harness) -> No
 @case
 async def a_watch_goes_on_while_the_history_before_it_is_dropped(h: Harness) -> None:
     """Bookmarks: a kind that does not change while others do resumes from where the server
-    last said it was, not from the trimmed history, when its watch is opened again."""
-    with mock.patch.object(sim_cluster, "HISTORY", 3):
+    last said it was, not from the dropped history, when its watch is opened again. Changes
+    come slower than the server bookmarks past HISTORY of them (bookmarks come each second)."""
+    with mock.patch.object(sim_cluster, "HISTORY", 10):
         snapshot = await h.cluster.snapshot()
         seen: list[WatchEvent] = []
 
@@ -158,11 +160,12 @@ async def a_watch_goes_on_while_the_history_before_it_is_dropped(h: Harness) -> 
 
         following = asyncio.create_task(follow())
         try:
-            for round_ in range(12):
-                label = {"example.com/round": str(round_)}
-                await h.cluster.label_node("n-1", label)
-                await _until(lambda r=round_: any(e.object["labels"].get("example.com/round") == str(r) for e in seen))
-                await asyncio.sleep(0.15)  # the server ends and reopens watches meanwhile
+            for round_ in range(BOOKMARKED_ROUNDS):
+                await h.cluster.label_node("n-1", {"example.com/round": str(round_)})
+                await _until(lambda r=str(round_): any(e.object["labels"].get("example.com/round") == r for e in seen))
+                await asyncio.sleep(0.12)  # watches end and are opened again meanwhile
+            with pytest.raises(Gone):
+                h.world.cluster.changes_since(snapshot.resource_version)  # dropped: the snapshot's
             await h.cluster.patch_nodepool_status("general", {"nodes": 7})
             await _until(lambda: any(e.kind == NODEPOOL for e in seen))
             assert not following.done()  # no Gone, no error: it went on
@@ -258,9 +261,11 @@ async def a_nodeclaim_is_created_once_and_its_finalizer_holds_its_deletion(h: Ha
         "spec": {"nodeClassRef": {"group": "sim.nodewright.dev", "kind": "SimNodeClass", "name": "default"}},
     }
     await h.cluster.create_nodeclaim(claim)
+    created = h.world.cluster.nodeclaims["general-abc"]  # with the CRD's defaults, where the API applies them
     await h.cluster.create_nodeclaim({**claim, "spec": {"changed": True}})  # there already: left as it is
     stored = h.world.cluster.nodeclaims["general-abc"]
-    assert stored["spec"] == claim["spec"] and stored["metadata"]["finalizers"] == [TERMINATION_FINALIZER]
+    assert stored == created and stored["spec"]["nodeClassRef"] == claim["spec"]["nodeClassRef"]
+    assert stored["metadata"]["finalizers"] == [TERMINATION_FINALIZER]
     launched = {
         "type": "Launched",
         "status": "True",
@@ -350,8 +355,8 @@ async def a_nodepools_status_takes_conditions_by_type_and_merges_the_rest(h: Har
 @case
 async def a_repeated_event_bumps_its_count(h: Harness) -> None:
     event = KubeEvent(POD, "default/web-1", "Warning", "FailedScheduling", "no nodepool fits", "uid-1")
-    for _ in range(3):
-        await h.cluster.record_event(event)
+    await asyncio.gather(*(h.cluster.record_event(event) for _ in range(2)))  # at once: one Event
+    await h.cluster.record_event(event)
     await h.cluster.record_event(KubeEvent(NODE, "n-1", "Normal", "DisruptionBlocked", "pdb default/web"))
     about_pod = h.world.cluster.events_about(POD, "default/web-1")
     assert [(e["reason"], e["message"], e["count"], e["uid"]) for e in about_pod] == [

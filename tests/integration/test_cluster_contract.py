@@ -1,16 +1,89 @@
 """The `Cluster` port's contract (tests/cluster_contract.py) held against every implementation:
-`KubeCluster` over the sim's API server, and the in-process double over the same kind of world."""
+`KubeCluster` over the sim's API server (HTTPS, a bearer token), and the in-process double, each
+over a world of its own built alike."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
+from services.sim.api import core, tls
+from services.sim.api.rbac import User, Users
+from services.sim.api.request import Request
+from services.sim.api.server import ApiOptions, ApiServer
+from services.sim.world import World
+from shared.adapters.kube import KubeCluster, informer, kubeconfig_document, write_kubeconfig
+from shared.adapters.kube.rbac import METHOD_RULES, SERVICE_CALLS, rules_for
+from shared.api.core import Taint, TaintEffect
+from shared.api.labels import TERMINATION_FINALIZER
+from shared.ports.cluster import NODE, NODECLAIM, ClusterError, KubeEvent
 from tests.cluster_contract import CASES, Harness, new_world
 from tests.cluster_double import InProcessCluster
 
 pytestmark = pytest.mark.timeout(60)
+WATCH_SECONDS = 2
+"""Watches the server ends this soon, so every case also crosses their reopening (bookmarks)."""
+
+
+class WorldHost:
+    """What the sim service is to its API server, over a bare world: requests answered under one
+    lock, every write waking the watches."""
+
+    def __init__(self, world: World) -> None:
+        self.world, self.lock = world, asyncio.Lock()
+        self.server: ApiServer | None = None
+        self.asked: set[tuple[str, str, str]] = set()
+        """(apiGroup, resource[/subresource], verb) of every request, as RBAC judges it."""
+
+    async def api_request(self, request: Request) -> core.Response:
+        asked = core.attributes(request)
+        resource = f"{asked.resource}/{asked.subresource}" if asked.subresource else asked.resource
+        self.asked.add((asked.api_group, resource, asked.verb))
+        async with self.lock:
+            response = core.handle(self.world.cluster, request, self.world.now)
+        if request.writes and self.server is not None:
+            self.server.notify()
+        return response
+
+    def api_lock(self) -> asyncio.Lock:
+        return self.lock
+
+    def api_state(self) -> tuple[object, datetime]:
+        return self.world.cluster, self.world.now
+
+
+async def served_world(world: World, users: list[User]) -> tuple[ApiServer, WorldHost]:
+    host = WorldHost(world)
+    server = host.server = ApiServer(host, ApiOptions(Users(users)))
+    await server.start()
+    return server, host
+
+
+async def connect(server: ApiServer, folder: Path, name: str, token: str) -> KubeCluster:
+    assert server.url is not None
+    document = kubeconfig_document(server.url, {name: token}, certificate_authority=server.certificate)
+    return await KubeCluster.connect(str(write_kubeconfig(folder / f"{name}.kubeconfig", document)))
+
+
+@pytest.fixture
+async def kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Harness]:
+    monkeypatch.setattr(informer, "WATCH_SECONDS", WATCH_SECONDS)
+    world = new_world()
+    server, _ = await served_world(world, [User(name="contract", token="t-contract")])
+    cluster = await connect(server, tmp_path, "contract", "t-contract")
+
+    async def changed() -> None:
+        server.notify()
+
+    try:
+        yield Harness(cluster, world, changed)
+    finally:
+        await cluster.close()
+        await server.stop()
 
 
 @pytest.fixture
@@ -20,5 +93,136 @@ async def double() -> AsyncIterator[Harness]:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+async def test_kubecluster_over_the_sims_api_keeps_the_contract(kube: Harness, name: str) -> None:
+    await CASES[name](kube)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
 async def test_the_in_process_double_keeps_the_contract(double: Harness, name: str) -> None:
     await CASES[name](double)
+
+
+# --- RBAC: what each method asks of the API, and what a service may ask ----------------------------
+
+CLAIM = {"metadata": {"name": "general-x", "finalizers": [TERMINATION_FINALIZER]}, "spec": {}}
+CONDITION = {
+    "type": "Ready",
+    "status": "True",
+    "reason": "Ready",
+    "message": "",
+    "lastTransitionTime": "2026-11-23T09:00:00Z",
+}
+TAINT = Taint(key="example.com/t", effect=TaintEffect.NO_SCHEDULE)
+
+
+async def _first_change(cluster: KubeCluster) -> None:
+    after = (await cluster.snapshot()).resource_version
+    stream = cluster.watch(after)
+    await cluster.label_node("n-1", {"example.com/seen": "yes"})
+    await asyncio.wait_for(anext(stream), 10)
+    await stream.aclose()  # type: ignore[attr-defined]
+
+
+CALLS: dict[str, Callable[[KubeCluster, World], Awaitable[object]]] = {
+    "snapshot": lambda c, w: c.snapshot(),
+    "taint": lambda c, w: c.taint("n-2", TAINT),
+    "untaint": lambda c, w: c.untaint("n-1", "example.com/t"),
+    "label_node": lambda c, w: c.label_node("n-2", {"example.com/l": "x"}),
+    "annotate_nodeclaim": lambda c, w: c.annotate_nodeclaim("general-x", "general", {"example.com/a": "x"}),
+    "evict": lambda c, w: c.evict(min(k for k in w.cluster.pods if "web" in k)),
+    "delete_pod": lambda c, w: c.delete_pod(min(w.cluster.pods), grace_seconds=0),
+    "delete_node": lambda c, w: c.delete_node("n-2"),
+    "set_nodepool_condition": lambda c, w: c.set_nodepool_condition("general", CONDITION),
+    "patch_nodepool_status": lambda c, w: c.patch_nodepool_status("general", {"nodes": 2}),
+    "record_event": lambda c, w: _twice(c.record_event, KubeEvent(NODE, "n-1", "Normal", "Reason", "message")),
+    "create_nodeclaim": lambda c, w: c.create_nodeclaim({**CLAIM, "metadata": {"name": "general-y"}}),
+    "patch_nodeclaim_status": lambda c, w: c.patch_nodeclaim_status("general-x", {"nodeName": "n-1"}),
+    "delete_nodeclaim": lambda c, w: c.delete_nodeclaim("general-x"),
+    "add_finalizer": lambda c, w: _both(c.add_finalizer, "example.com/f"),
+    "remove_finalizer": lambda c, w: _both(c.remove_finalizer, TERMINATION_FINALIZER),
+}
+
+
+async def _twice(record: Callable[[KubeEvent], Awaitable[None]], event: KubeEvent) -> None:
+    await record(event)
+    await record(event)  # the repeat: a PATCH of its count
+
+
+async def _both(change: Callable[[str, str, str], Awaitable[None]], finalizer: str) -> None:
+    await change(NODE, "n-1", finalizer)
+    await change(NODECLAIM, "general-x", finalizer)
+
+
+def _expected(method: str) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for group, resource, verbs in METHOD_RULES[method] for verb in verbs}
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_RULES))
+async def test_each_method_asks_exactly_what_its_rules_grant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """METHOD_RULES is what the adapter really requests: every rule used, and no request beyond."""
+    monkeypatch.setattr(informer, "WATCH_SECONDS", WATCH_SECONDS)
+    world = new_world()
+    world.cluster.nodes["n-1"].finalizers.append(TERMINATION_FINALIZER)
+    world.cluster.nodes["n-1"].taints.append(TAINT)
+    world.cluster.create_custom(NODECLAIM, {"apiVersion": "karpenter.sh/v1", "kind": NODECLAIM, **CLAIM}, world.now)
+    server, host = await served_world(world, [User(name="all", token="t-all")])
+    cluster = await connect(server, tmp_path, "all", "t-all")
+    try:
+        if method == "watch":
+            await _first_change(cluster)
+            host.asked = {a for a in host.asked if a[2] == "watch"}  # its list and label are other methods'
+        else:
+            await CALLS[method](cluster, world)
+        assert host.asked == _expected(method)
+    finally:
+        await cluster.close()
+        await server.stop()
+
+
+async def test_the_sim_refuses_a_service_what_its_rules_do_not_grant(tmp_path: Path) -> None:
+    users = [User(name=s, token=f"t-{s}", rules=rules_for(s)) for s in SERVICE_CALLS]  # type: ignore[arg-type]
+    server, _ = await served_world(new_world(), users)
+    disruption = await connect(server, tmp_path, "disruption", "t-disruption")
+    termination = await connect(server, tmp_path, "termination", "t-termination")
+    try:
+        with pytest.raises(ClusterError, match="403"):
+            await disruption.taint("n-1", TAINT)
+        with pytest.raises(ClusterError, match="403"):
+            await termination.snapshot()
+        await termination.taint("n-1", TAINT)  # granted
+    finally:
+        await disruption.close()
+        await termination.close()
+        await server.stop()
+
+
+async def test_a_watch_outlives_a_restart_of_its_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection drops and the watches are opened again, with backoff, from where each was."""
+    monkeypatch.setattr(informer, "WATCH_SECONDS", WATCH_SECONDS)
+    world, users = new_world(), Users([User(name="all", token="t-all")])
+    certificate = tls.self_signed("127.0.0.1")
+    first = ApiServer(WorldHost(world), ApiOptions(users, tls=certificate))
+    await first.start()
+    assert first.url is not None
+    port = int(first.url.rsplit(":", 1)[1])
+    cluster = await connect(first, tmp_path, "all", "t-all")
+    second: ApiServer | None = None
+    try:
+        stream = cluster.watch((await cluster.snapshot()).resource_version)
+        await cluster.label_node("n-1", {"example.com/before": "yes"})
+        assert (await asyncio.wait_for(anext(stream), 10)).key == "n-1"
+        await first.stop()
+        host = WorldHost(world)
+        second = host.server = ApiServer(host, ApiOptions(users, port=port, tls=certificate))
+        await second.start()
+        await cluster.label_node("n-2", {"example.com/after": "yes"})
+        change = await asyncio.wait_for(anext(stream), 10)
+        assert (change.key, change.object["labels"]["example.com/after"]) == ("n-2", "yes")
+        await stream.aclose()  # type: ignore[attr-defined]
+    finally:
+        await cluster.close()
+        for server in (first, second):
+            if server is not None:
+                await server.stop()

@@ -10,7 +10,9 @@ PodDisruptionBudget's refusal.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -37,8 +39,11 @@ from shared.ports.cluster import (
 NODES = "/api/v1/nodes"
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
-LOCKED_ATTEMPTS = 8
+LOCKED_ATTEMPTS = 16
 """Reads and writes of one optimistic update before a run of conflicts is an error."""
+CONFLICT_BACKOFF = 0.01
+"""Seconds, times the attempt and a random fraction, before reading again after a 409: writers
+that collided spread out, as client-go's RetryOnConflict jitters its steps."""
 FINALIZED = {NODE: NODES, NODECLAIM: NODECLAIMS}
 
 Change = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -221,7 +226,9 @@ class KubeCluster:
     async def _update(self, path: str, change: Change, *, write: str | None = None) -> None:
         """Optimistic locking: read, change, write with the resourceVersion read; a 409 reads
         again. `write`: where the patch goes, when not `path` (a status subresource)."""
-        for _ in range(LOCKED_ATTEMPTS):
+        for attempt in range(LOCKED_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(CONFLICT_BACKOFF * attempt * random.random())
             obj = await self.api.call("GET", path)
             patch = change(obj)
             if patch is None:

@@ -9,9 +9,10 @@ keeps 4096); an Event gone from the server meanwhile is created again.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,14 +40,36 @@ class _Recorded:
     count: int
 
 
+@dataclass(slots=True)
+class _Writing:
+    """The lock of one (object, reason, message) and how many callers hold or wait for it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    callers: int = 0
+
+
 class EventRecorder:
     def __init__(self, api: KubeApi, clock: Clock | None = None) -> None:
         self.api = api
         self.clock = clock or SystemClock()
         self._recorded: OrderedDict[tuple[str, str, str, str], _Recorded] = OrderedDict()
+        self._writing: dict[tuple[str, str, str, str], _Writing] = {}
 
     async def record(self, event: KubeEvent) -> None:
+        """One write at a time per (object, reason, message): repeats recorded at once count up
+        one Event rather than each creating its own."""
         same = (event.kind, event.key, event.reason, event.message)
+        writing = self._writing.setdefault(same, _Writing())
+        writing.callers += 1
+        try:
+            async with writing.lock:
+                await self._record(event, same)
+        finally:
+            writing.callers -= 1
+            if not writing.callers:
+                del self._writing[same]
+
+    async def _record(self, event: KubeEvent, same: tuple[str, str, str, str]) -> None:
         now = _rfc3339(self.clock.now())
         known = self._recorded.get(same)
         if known is not None:

@@ -7,6 +7,7 @@ created readable by its owner alone.
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,12 @@ class KubeconfigInputError(ValueError):
     pass
 
 
-def kubeconfig_document(server: str, contexts: dict[str, str]) -> dict[str, Any]:
+def kubeconfig_document(
+    server: str, contexts: dict[str, str], *, certificate_authority: bytes | None = None
+) -> dict[str, Any]:
     """A kubeconfig for `server` with a context and user per name in `contexts` (name -> bearer
-    token); the first name is the current context."""
+    token); the first name is the current context. `certificate_authority`: the PEM an https
+    server's certificate is checked against (the sim's own, self-signed)."""
     if not server.startswith(("http://", "https://")):
         raise KubeconfigInputError(f"server: {server!r} must be an http:// or https:// URL")
     if not contexts:
@@ -30,10 +34,13 @@ def kubeconfig_document(server: str, contexts: dict[str, str]) -> dict[str, Any]
     for name, token in contexts.items():
         if not name or not token:
             raise KubeconfigInputError(f"contexts: {name!r} needs a non-empty name and token")
+    cluster: dict[str, str] = {"server": server}
+    if certificate_authority is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(certificate_authority).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CLUSTER, "cluster": {"server": server}}],
+        "clusters": [{"name": CLUSTER, "cluster": cluster}],
         "users": [{"name": name, "user": {"token": token}} for name, token in contexts.items()],
         "contexts": [{"name": name, "context": {"cluster": CLUSTER, "user": name}} for name in contexts],
         "current-context": next(iter(contexts)),

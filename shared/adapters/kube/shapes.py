@@ -97,7 +97,11 @@ def template(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, 
 
 def pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     metadata, spec, status = _parts(obj)
-    owner = next((o for o in metadata.get("ownerReferences") or () if o.get("controller")), None)
+    owner = None
+    for reference in metadata.get("ownerReferences") or ():
+        if reference.get("controller"):
+            owner = reference
+            break
     return {
         "namespace": metadata.get("namespace") or "default",
         "name": _name(obj),
