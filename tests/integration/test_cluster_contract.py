@@ -226,3 +226,23 @@ async def test_a_watch_outlives_a_restart_of_its_server(tmp_path: Path, monkeypa
         for server in (first, second):
             if server is not None:
                 await server.stop()
+
+
+async def test_a_watch_whose_server_stays_away_ends_as_an_outage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its reconnects a watch raises the connection's error (an OSError, which every
+    service rides out as an outage), rather than waiting for ever."""
+    monkeypatch.setattr(informer, "WATCH_SECONDS", WATCH_SECONDS)
+    monkeypatch.setattr(informer, "FIRST_BACKOFF", 0.01)
+    server, _ = await served_world(new_world(), [User(name="all", token="t-all")])
+    cluster = await connect(server, tmp_path, "all", "t-all")
+    try:
+        stream = cluster.watch((await cluster.snapshot()).resource_version)
+        waiting = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.2)  # the watches are open
+        await server.stop()
+        with pytest.raises(OSError):
+            await asyncio.wait_for(waiting, 10)
+    finally:
+        await cluster.close()
