@@ -115,11 +115,17 @@ CONDITION = {
 TAINT = Taint(key="example.com/t", effect=TaintEffect.NO_SCHEDULE)
 
 
-async def _first_change(cluster: KubeCluster) -> None:
+async def _watching(cluster: KubeCluster, host: WorldHost) -> None:
+    """A change followed, and every kind's watch opened (a kind's may open after another's
+    first change came)."""
     after = (await cluster.snapshot()).resource_version
     stream = cluster.watch(after)
     await cluster.label_node("n-1", {"example.com/seen": "yes"})
     await asyncio.wait_for(anext(stream), 10)
+    for _ in range(500):
+        if len({a for a in host.asked if a[2] == "watch"}) >= len(METHOD_RULES["watch"]):
+            break
+        await asyncio.sleep(0.01)
     await stream.aclose()  # type: ignore[attr-defined]
 
 
@@ -171,7 +177,7 @@ async def test_each_method_asks_exactly_what_its_rules_grant(
     cluster = await connect(server, tmp_path, "all", "t-all")
     try:
         if method == "watch":
-            await _first_change(cluster)
+            await _watching(cluster, host)
             host.asked = {a for a in host.asked if a[2] == "watch"}  # its list and label are other methods'
         else:
             await CALLS[method](cluster, world)
