@@ -122,12 +122,15 @@ def world_changes(world: World, after: int) -> list[tuple[int, str, str, str, di
 @case
 async def the_flattened_shapes_are_the_sims_own(h: Harness) -> None:
     """Listed through the implementation, every object equals what the sim's world holds."""
+    claim = {"metadata": {"name": "general-z", "finalizers": [TERMINATION_FINALIZER]}, "spec": {}}
+    h.world.cluster.create_custom(NODECLAIM, {"apiVersion": "karpenter.sh/v1", "kind": NODECLAIM, **claim}, START)
+    await h.changed()
     snapshot = await h.cluster.snapshot()
     expected = h.world.cluster.snapshot()
     assert snapshot.resource_version == expected.resource_version
     assert sorted(map(served, snapshot.objects)) == sorted(map(served, expected.objects))
     kinds = {e.kind for e in snapshot.objects}
-    assert kinds == {POD, NODE, PDB, DAEMONSET, NODEPOOL}
+    assert kinds == {POD, NODE, PDB, DAEMONSET, NODEPOOL, NODECLAIM}
 
 
 @case

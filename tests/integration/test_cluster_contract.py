@@ -115,11 +115,17 @@ CONDITION = {
 TAINT = Taint(key="example.com/t", effect=TaintEffect.NO_SCHEDULE)
 
 
-async def _first_change(cluster: KubeCluster) -> None:
+async def _watching(cluster: KubeCluster, host: WorldHost) -> None:
+    """A change followed, and every kind's watch opened (a kind's may open after another's
+    first change came)."""
     after = (await cluster.snapshot()).resource_version
     stream = cluster.watch(after)
     await cluster.label_node("n-1", {"example.com/seen": "yes"})
     await asyncio.wait_for(anext(stream), 10)
+    for _ in range(500):
+        if len({a for a in host.asked if a[2] == "watch"}) >= len(METHOD_RULES["watch"]):
+            break
+        await asyncio.sleep(0.01)
     await stream.aclose()  # type: ignore[attr-defined]
 
 
@@ -171,7 +177,7 @@ async def test_each_method_asks_exactly_what_its_rules_grant(
     cluster = await connect(server, tmp_path, "all", "t-all")
     try:
         if method == "watch":
-            await _first_change(cluster)
+            await _watching(cluster, host)
             host.asked = {a for a in host.asked if a[2] == "watch"}  # its list and label are other methods'
         else:
             await CALLS[method](cluster, world)
@@ -226,3 +232,23 @@ async def test_a_watch_outlives_a_restart_of_its_server(tmp_path: Path, monkeypa
         for server in (first, second):
             if server is not None:
                 await server.stop()
+
+
+async def test_a_watch_whose_server_stays_away_ends_as_an_outage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its reconnects a watch raises the connection's error (an OSError, which every
+    service rides out as an outage), rather than waiting for ever."""
+    monkeypatch.setattr(informer, "WATCH_SECONDS", WATCH_SECONDS)
+    monkeypatch.setattr(informer, "FIRST_BACKOFF", 0.01)
+    server, _ = await served_world(new_world(), [User(name="all", token="t-all")])
+    cluster = await connect(server, tmp_path, "all", "t-all")
+    try:
+        stream = cluster.watch((await cluster.snapshot()).resource_version)
+        waiting = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.2)  # the watches are open
+        await server.stop()
+        with pytest.raises(OSError):
+            await asyncio.wait_for(waiting, 10)
+    finally:
+        await cluster.close()

@@ -22,12 +22,13 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from shared.adapters.kube.api import MERGE_PATCH, Conflict, KubeApi, Refused
 from shared.adapters.kube.events import EventRecorder
-from shared.adapters.kube.informer import Informer
+from shared.adapters.kube.informer import KINDS, Informer
 from shared.api.core import Taint, TaintEffect
 from shared.clock import Clock
 from shared.ports.cluster import (
     NODE,
     NODECLAIM,
+    NODEPOOL,
     ClusterError,
     EvictionRefused,
     KubeEvent,
@@ -36,9 +37,7 @@ from shared.ports.cluster import (
     WatchEvent,
 )
 
-NODES = "/api/v1/nodes"
-NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
-NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+NODES, NODEPOOLS, NODECLAIMS = (next(k.path for k in KINDS if k.name == n) for n in (NODE, NODEPOOL, NODECLAIM))
 LOCKED_ATTEMPTS = 16
 """Reads and writes of one optimistic update before a run of conflicts is an error."""
 CONFLICT_BACKOFF = 0.01

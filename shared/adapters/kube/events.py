@@ -17,20 +17,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.adapters.kube.api import MERGE_PATCH, KubeApi
+from shared.adapters.kube.informer import KINDS
 from shared.clock import Clock, SystemClock
-from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, KubeEvent, NotFound
+from shared.ports.cluster import KubeEvent, NotFound
 
 CACHED = 4096
 SOURCE = "karpenter"
 """The component Events come from, as upstream's recorder names it (`kubectl describe`'s From)."""
-API_VERSIONS = {
-    POD: "v1",
-    NODE: "v1",
-    PDB: "policy/v1",
-    DAEMONSET: "apps/v1",
-    NODEPOOL: "karpenter.sh/v1",
-    NODECLAIM: "karpenter.sh/v1",
-}
+API_VERSIONS = {kind.name: kind.api_version for kind in KINDS}
 
 
 @dataclass(slots=True)
