@@ -20,7 +20,7 @@ def main(
     serve_connected(
         "termination",
         lambda store, world, bus, config: TerminationService(
-            store, world.cluster, world.cloud, config.clock(), bus, port=port, ack_wait=config.termination_ack_wait
+            store, world.cloud, world.cluster, config.clock(), bus, port=port, ack_wait=config.termination_ack_wait
         ),
     )
 

@@ -82,7 +82,7 @@ class World:
         started = []
         for _ in range(replicas):
             service = TerminationService(
-                self.store, self.clusters["termination"], self.callers["termination"], self.clock, self.bus, **options
+                self.store, self.callers["termination"], self.clusters["termination"], self.clock, self.bus, **options
             )
             started.append(service)
             self.tasks.append(asyncio.create_task(service.run(self.stopping)))
