@@ -183,7 +183,13 @@ class Facts:
             known.initialized = True
             initialized = c.NodeInitialized(node=event.key, nodeclaim=nodeclaim, nodepool=nodepool)
             out.append(Fact(initialized, fact_id("NodeInitialized", provider_id)))
-        elif known.initialized and nodeclaim and nodepool and bool(obj.get("ready")) != known.ready:
+        elif (
+            known.initialized
+            and nodeclaim
+            and nodepool
+            and bool(obj.get("ready")) != known.ready
+            and not obj.get("deletionTimestamp")  # going: its kubelet stops, and nothing waits on it
+        ):
             known.ready = bool(obj.get("ready"))
             kind = c.NodeClaimReady if known.ready else c.NodeClaimNotReady
             flipped = kind(nodeclaim=nodeclaim, nodepool=nodepool, node=event.key)
