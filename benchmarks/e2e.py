@@ -46,6 +46,7 @@ import yaml
 
 from benchmarks._db import bench_database
 from services.cli import children as children_of
+from services.cli.local_cluster import LocalCluster, free_port
 from shared.api.duration import parse_duration
 from shared.bus.setup import set_up
 from shared.clock import AcceleratedClock
@@ -229,7 +230,8 @@ def run_once(
     with local_bus(config) as bus:
         if config.nats_url:  # an embedded bus is set up as it starts; a configured one as `up` does
             asyncio.run(set_up(bus.acting_as("setup"), ack_wait=config.termination_ack_wait))
-        with children_of.started(config.data_dir, path, env, bus, None) as children:
+        cluster = LocalCluster.create(config.data_dir, free_port(), config.deployment)
+        with children_of.started(config.data_dir, path, env, bus, None, cluster.environments()) as children:
             _ready(children, database_url, burst)
             ready = time.time() - origin
             memory = Memory({c.name: c.process.pid for c in children})

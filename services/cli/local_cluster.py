@@ -1,5 +1,5 @@
-"""The local cluster of `nodewright up`: the sim's Kubernetes API, its tokens and kubeconfigs,
-and a scenario's NodePools applied through that API, as `kubectl apply` would.
+"""The local cluster of `nodewright up`: where the sim's Kubernetes API listens, its serving
+certificate, and the tokens and kubeconfigs of the services and the user.
 
 The API listens on 127.0.0.1 (at `--base-port` + 6, else a free port). Every start makes new
 tokens (`shared.runtime.identities`): the services' kubeconfigs go to `<data dir>/kube/`, the
@@ -8,31 +8,19 @@ user's context `nodewright-<deployment>` to `<data dir>/kubeconfig`.
 
 from __future__ import annotations
 
-import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import load_kube_config
 
 from services.sim.api.tls import self_signed
 from shared.config import Settings
 from shared.runtime.identities import USERS_FILE, Identities
-from shared.runtime.scenarios import load_scenario
 
 API_PORT_OFFSET = 6
 """With --base-port, the API's port comes after the six services' health ports."""
-GROUP, VERSION, NODEPOOLS = "karpenter.sh", "v1", "nodepools"
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
 """The sim's serving certificate and key: made here so every kubeconfig can trust it, and a
 restarted sim serves the same one."""
-
-
-class ApplyRefused(RuntimeError):
-    """The API refused a NodePool (its Status message says which field and rule)."""
 
 
 @dataclass(frozen=True)
@@ -83,49 +71,6 @@ class LocalCluster:
         for service in self.identities.tokens:
             out[service] = {"NODEWRIGHT_KUBECONFIG": str(Identities.kubeconfig(self.kube_dir, service))}
         return out
-
-    async def apply_scenario(self, scenario: Path) -> str:
-        """The scenario's NodePools, created or replaced through the API as the user; which."""
-        pools = [pool.to_dict() for pool in load_scenario(scenario).nodepools]
-        if not pools:
-            return ""
-        await apply_nodepools(self.user_kubeconfig, self.context, pools)
-        return "NodePools " + ", ".join(p["metadata"]["name"] for p in pools)
-
-
-async def apply_nodepools(kubeconfig: Path, context: str | None, documents: list[dict[str, Any]]) -> None:
-    """Create each NodePool, or replace the one of its name (at the version read), as `kubectl
-    apply` ends up doing; a refusal raises ApplyRefused with the API's message."""
-    configuration = client.Configuration()
-    await load_kube_config(
-        config_file=str(kubeconfig), context=context, client_configuration=configuration, persist_config=False
-    )
-    async with client.ApiClient(configuration) as api:
-        objects = client.CustomObjectsApi(api)
-        for document in documents:
-            name = document["metadata"]["name"]
-            try:
-                await objects.create_cluster_custom_object(GROUP, VERSION, NODEPOOLS, document)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise ApplyRefused(_message(exc)) from exc
-                current = await objects.get_cluster_custom_object(GROUP, VERSION, NODEPOOLS, name)
-                body = {**document, "metadata": {**document["metadata"], **_version(current)}}
-                try:
-                    await objects.replace_cluster_custom_object(GROUP, VERSION, NODEPOOLS, name, body)
-                except ApiException as again:
-                    raise ApplyRefused(_message(again)) from again
-
-
-def _version(current: Any) -> dict[str, str]:
-    return {"resourceVersion": str((current.get("metadata") or {}).get("resourceVersion", ""))}
-
-
-def _message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except ValueError:
-        return str(exc.reason)
 
 
 def free_port() -> int:

@@ -135,8 +135,7 @@ def _up(
                     console.print(
                         f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}"
                     )
-                applied = loop.run(cluster.apply_scenario(scenario))
-                console.print(f"the Kubernetes API on {cluster.server}" + (f"; applied {applied}" if applied else ""))
+                console.print(f"the Kubernetes API on {cluster.server}")
                 console.print(f"export KUBECONFIG={cluster.user_kubeconfig}")
                 clock.open()  # every process is ready: the scenario's time starts now, for all of them
                 shared = write_clock(config.data_dir, clock)

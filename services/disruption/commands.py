@@ -29,7 +29,7 @@ from shared.api.nodepool import DisruptionReason
 from shared.disruption.passes import recheck
 from shared.disruption.validation import REJECTED, VALIDATION_DELAY, command_timeout
 from shared.events import contracts as c
-from shared.events.envelope import NewEvent
+from shared.events.envelope import NewEvent, only_event_id
 from shared.policy.violations import ReservationError
 from shared.ports.cluster import NODE, NODEPOOL, NORMAL, WARNING, KubeEvent
 from shared.runtime import logs
@@ -164,7 +164,15 @@ class Commands:
             deletion = c.NodeClaimDeletionRequested(
                 nodeclaim=name, nodepool=command.nodepool, reason=command.reason, decision_id=command.decision_id
             )
-            appends.append(Append(deletion.stream_id, ANY, [self._new(deletion, now, f"delete/{name}")]))
+            # one id per claim, as the watcher's for the same deletion seen on the NodeClaim object
+            # (termination deletes the object): the log keeps the first, with the decision's reason
+            request = NewEvent.of(
+                deletion,
+                occurred_at=now,
+                producer="disruption",
+                event_id=only_event_id(deletion.stream_id, deletion.TYPE),
+            )
+            appends.append(Append(deletion.stream_id, ANY, [request]))
         if not await self._append(appends, command, "completion"):
             return False
         service = self.service

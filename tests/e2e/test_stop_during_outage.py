@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.adapters.kube.kubeconfig import kubeconfig_document, write_kubeconfig
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "examples" / "scenarios" / "flagship-day.yaml"
 SERVICES = {
@@ -34,8 +36,12 @@ def closed_port() -> int:
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
 def test_a_service_stops_on_sigterm_while_its_servers_are_out_of_reach(service: str, tmp_path: Path):
+    kubeconfig = write_kubeconfig(
+        tmp_path / "kubeconfig", kubeconfig_document(f"https://127.0.0.1:{closed_port()}", {service: "a-token"})
+    )
     env = {
         **os.environ,
+        "NODEWRIGHT_KUBECONFIG": str(kubeconfig),
         "NODEWRIGHT_NATS_URL": f"nats://127.0.0.1:{closed_port()}",
         "NODEWRIGHT_DATABASE_URL": f"postgresql://postgres@127.0.0.1:{closed_port()}/nodewright",
         "NODEWRIGHT_DATA_DIR": str(tmp_path / "data"),
