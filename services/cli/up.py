@@ -135,8 +135,8 @@ def _up(
                     console.print(
                         f"started {child.name} (pid {child.process.pid}), health and metrics on :{child.port}"
                     )
-                console.print(f"the Kubernetes API on {cluster.server}")
-                console.print(f"export KUBECONFIG={cluster.user_kubeconfig}")
+                console.print(f"the Kubernetes API on {cluster.server}", soft_wrap=True, markup=False)
+                console.print(f"export KUBECONFIG={cluster.user_kubeconfig}", soft_wrap=True, markup=False)
                 clock.open()  # every process is ready: the scenario's time starts now, for all of them
                 shared = write_clock(config.data_dir, clock)
                 cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))

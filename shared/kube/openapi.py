@@ -242,12 +242,21 @@ DELETE_PARAMETERS = [
     _query("propagationPolicy", "Whether and how dependents are collected: Orphan, Background or Foreground."),
 ]
 _JSON_AND_YAML = ("application/json", "application/yaml")
+CUSTOM_GROUPS = frozenset({"karpenter.sh"})
 _PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
     "application/apply-patch+yaml",
 )
+
+
+def _patch_types(resource: Resource) -> tuple[str, ...]:
+    """A custom resource takes no strategic merge patch (the API server answers 415), and
+    kubectl reads this to choose a merge patch for `apply`."""
+    if resource.group in CUSTOM_GROUPS:
+        return tuple(t for t in _PATCH_TYPES if t != "application/strategic-merge-patch+json")
+    return _PATCH_TYPES
 
 
 def _content(schema: str, media: tuple[str, ...] = _JSON_AND_YAML) -> dict[str, Any]:
@@ -295,7 +304,7 @@ def _paths(resource: Resource) -> dict[str, Any]:
     gvk, listing = resource.gvk, f"{resource.schema}List"
     write = [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]
     body = {"required": True, "content": _content(resource.schema)}
-    patch_body = {"required": True, "content": {t: {"schema": ref(PATCH)} for t in _PATCH_TYPES}}
+    patch_body = {"required": True, "content": {t: {"schema": ref(PATCH)} for t in _patch_types(resource)}}
     kind = resource.kind
     paths: dict[str, Any] = {
         collection: {
@@ -413,7 +422,7 @@ def _subresource(resource: Resource, sub: str, item: str, parameters: list[Any])
     schema = SCALE if sub == "scale" else resource.schema
     gvk = {"group": "autoscaling", "version": "v1", "kind": "Scale"} if sub == "scale" else resource.gvk
     suffix = sub.capitalize()
-    patch_body = {"required": True, "content": {t: {"schema": ref(PATCH)} for t in _PATCH_TYPES}}
+    patch_body = {"required": True, "content": {t: {"schema": ref(PATCH)} for t in _patch_types(resource)}}
     return {
         "parameters": parameters,
         "get": _operation(

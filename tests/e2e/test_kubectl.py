@@ -107,12 +107,18 @@ def test_a_user_drives_the_local_cluster_with_kubectl(cluster):
 def test_an_invalid_nodepool_is_refused_with_its_field_and_changes_nothing(cluster, tmp_path):
     kubectl = cluster
     bad = tmp_path / "bad.yaml"
-    text = (EXAMPLES / "nodepool.yaml").read_text().replace('nodes: "10"', 'nodes: "-1"')
+    text = (EXAMPLES / "nodepool.yaml").read_text().replace("expireAfter: 720h", "expireAfter: 30 days")
     bad.write_text(text)
     refused = kubectl("apply", "-f", str(bad), check=False)
     assert refused.returncode != 0
-    assert "spec.limits" in refused.stderr and "Invalid" in refused.stderr, refused.stderr
+    assert "spec.template.spec.expireAfter" in refused.stderr and "Invalid value" in refused.stderr, refused.stderr
     assert kubectl.items("nodepools") == []
+    kubectl("apply", "-f", str(EXAMPLES / "nodepool.yaml"))
+    (pool,) = kubectl.items("nodepools")
+    changed = kubectl("apply", "-f", str(bad), check=False)  # a change applied again: a merge patch, refused
+    assert changed.returncode != 0 and "spec.template.spec.expireAfter" in changed.stderr, changed.stderr
+    (after,) = kubectl.items("nodepools")
+    assert after["spec"] == pool["spec"] and after["metadata"]["generation"] == pool["metadata"]["generation"]
 
 
 def test_requests_without_a_token_or_outside_a_services_rules_are_refused(cluster, tmp_path):

@@ -244,6 +244,14 @@ def update(
         raise conflict(_qualified(resource), name)
     if metadata.get("uid") not in (None, "", have.get("uid")):
         raise conflict(_qualified(resource), name)
+    added = [f for f in metadata.get("finalizers") or [] if f not in (have.get("finalizers") or [])]
+    if have.get("deletionTimestamp") and added:
+        cause = Cause(
+            f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added}",
+            "metadata.finalizers",
+            "FieldValueForbidden",
+        )
+        raise invalid(resource.kind, resource.group, name, [cause])
     metadata.update(name=name)
     new = {**new, "metadata": metadata}
     kind = resource.kind

@@ -194,9 +194,15 @@ class KubeCluster:
     # --- finalizers --------------------------------------------------------------------------
 
     async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        """Not on an object being deleted: the API takes no new finalizer there (and its
+        deletion is already what the finalizer would have waited for)."""
+
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            finalizers = (obj.get("metadata") or {}).get("finalizers") or []
-            return None if finalizer in finalizers else {"metadata": {"finalizers": [*finalizers, finalizer]}}
+            metadata = obj.get("metadata") or {}
+            finalizers = metadata.get("finalizers") or []
+            if finalizer in finalizers or metadata.get("deletionTimestamp"):
+                return None
+            return {"metadata": {"finalizers": [*finalizers, finalizer]}}
 
         await self._update(f"{_finalized(kind)}/{name}", change)
 
