@@ -77,11 +77,8 @@ def permissions(names: BusNames, service: str) -> Permissions:
     if service == "relay":
         publish.append(names.events)
     publish += [names.sim_request(service, request) for request in SIM_CALLERS.get(service, ())]
-    if service == "watcher":
-        subscribe.append(names.sim_watch)
     if service == "sim":
         publish += [
-            names.sim_watch,
             names.sim_journal("*"),
             "$JS.API.INFO",
             *(f"$JS.API.STREAM.{verb}.{journal}" for verb in ("INFO", "PURGE", "MSG.GET")),
