@@ -122,14 +122,15 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
     if setup.returncode:
         raise SystemExit(f"nodewright bus setup failed: {setup.stderr.decode()[-2000:]}")
     processes: dict[str, list[subprocess.Popen[bytes]]] = {}
-    cluster = LocalCluster.create(workdir / "cluster", free_tcp_port(), env["NODEWRIGHT_DEPLOYMENT"])
+    cluster = LocalCluster.create(workdir / "data", free_tcp_port(), env["NODEWRIGHT_DEPLOYMENT"])
+    environments = cluster.environments()  # the sim serves the Kubernetes API; each service its kubeconfig
 
     def start_service(name: str, *args: str) -> None:
         log = (workdir / f"{name}-{len(processes.get(name, []))}.log").open("wb")
         processes.setdefault(name, []).append(
             subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}", *args, "--port", str(free_tcp_port())],
-                env={**env, **cluster.environments().get(name, {})},
+                env={**env, **environments.get(name, {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

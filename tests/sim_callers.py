@@ -1,5 +1,5 @@
-"""A sim client for tests that stand in for every service at once (a test asks the sim what a
-scheduler, a watcher or a termination would): the sim answers a request only from a service
+"""A sim cloud client for tests that stand in for every service at once (a test asks the sim's
+cloud what a scheduler or a termination would): the sim answers a request only from a service
 allowed to send it, replying to that service's inbox (`services.sim.service`). So each request
 goes from the first service `shared.bus.topology` lets send it, over a connection of that
 service's own whose inbox prefix is the service's; nothing is asked as a caller it is not."""
@@ -18,8 +18,8 @@ class AnyCaller(SimClient):
     """One SimClient per service of SIM_CALLERS; `call` picks, per request, the first allowed."""
 
     def __init__(self, clients: dict[str, SimClient], timeout: float = 5.0) -> None:
-        watcher = clients["watcher"]  # the one that watches: `watch` subscribes on its connection
-        super().__init__(watcher.nc, watcher.caller, watcher.names, timeout)
+        first = next(iter(clients.values()))  # `call` speaks through each caller's own client
+        super().__init__(first.nc, first.caller, first.names, timeout)
         self.clients = clients
 
     @classmethod

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from shared.bus.identity import SERVICES, permissions, user_name
+from shared.bus.identity import SERVICES, permissions, server_permissions, user_name
 from shared.bus.names import BusNames
 
 
@@ -34,13 +34,7 @@ def render(deployment: str = "default") -> str:
         "  users: [",
     ]
     for service in SERVICES:
-        granted = permissions(names, service)
-        allowed: dict[str, object] = {
-            "publish": {"allow": list(granted.publish)},
-            "subscribe": {"allow": list(granted.subscribe)},
-        }
-        if granted.responses:
-            allowed["allow_responses"] = True
+        allowed = server_permissions(permissions(names, service))
         lines += [
             "    {",
             f"      user: {json.dumps(user_name(names, service))}",

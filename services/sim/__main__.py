@@ -16,7 +16,7 @@ from services.sim.api import tls
 from services.sim.api.rbac import Users, UsersError
 from services.sim.api.server import ApiOptions
 from services.sim.journal import JOURNAL_FORMAT
-from services.sim.service import SimService
+from services.sim.service import SimService, UnknownStep
 from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
 from shared.config import settings
@@ -54,6 +54,8 @@ def main(
     async def run(stopping: asyncio.Event) -> None:
         try:
             await service.run(stopping)
+        except UnknownStep as exc:
+            crashes.give_up(str(exc), 2)
         finally:  # what `nodewright run` reports: the sim's own count
             cluster = service.world.cluster
             score = {

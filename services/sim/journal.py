@@ -39,7 +39,7 @@ WRONG_LAST_SEQUENCE = 10071
 NO_MESSAGE_FOUND = 10037
 """JetStream's error code for a get past a subject's last message (a missing stream is another)."""
 
-JOURNAL_FORMAT = 2
+JOURNAL_FORMAT = 3
 """Raised when what a step means changes (the world's rules, a request's body): a world named
 after its scenario (`services.sim.__main__.world_of`) is then a new one."""
 

@@ -1,22 +1,22 @@
-"""The sim as a service: the world played on the shared clock, reachable over NATS.
+"""The sim as a service: the world played on the shared clock, its cluster served as the
+Kubernetes API (`services.sim.api`), its cloud reachable over NATS.
 
-Every `tick` the world is advanced to the clock's now and, when anything changed, the new
-resource version is announced on `<deployment>.sim.watch`. Requests come on
-`<deployment>.sim.<caller>.<request>` (`shared.adapters.sim` is the client), one subscription per
-request each service may send (`shared.bus.topology.SIM_CALLERS`), so the sim knows who asks. A
-request is answered only as its caller's own: sent to it directly (not a JetStream delivery, which
-a push consumer's deliver subject could aim at any subject, past every publish permission) with a
-reply subject in the caller's inbox; anything else is refused, counted and never acted on. An
-answered request first brings the world up to now, then acts on it. Each change is journaled
-(`services.sim.journal`) before it is answered or announced, under one lock, so requests and ticks
-never interleave and a restarted sim resumes the world that was seen.
+Every `tick` the world is advanced to the clock's now and, when anything changed, the API's
+watches are woken. Cloud requests come on `<deployment>.sim.<caller>.<request>`
+(`shared.adapters.sim` is the client), one subscription per request each service may send
+(`shared.bus.topology.SIM_CALLERS`), so the sim knows who asks. A NATS request is answered only
+as its caller's own: sent to it directly (not a JetStream delivery, which a push consumer's
+deliver subject could aim at any subject, past every publish permission) with a reply subject in
+the caller's inbox; anything else is refused, counted and never acted on. An answered request
+first brings the world up to now, then acts on it. Each change is journaled
+(`services.sim.journal`) before it is answered or any watch sees it, under one lock, so requests,
+API writes and ticks never interleave and a restarted sim resumes the world that was seen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
 import uuid
@@ -35,10 +35,10 @@ from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
 from services.sim.api.status import ApiError
 from services.sim.cloud import Instance, LaunchRequest
-from services.sim.journal import Journal, JournalBroken, Step
+from services.sim.journal import JOURNAL_FORMAT, Journal, JournalBroken, Step
 from services.sim.world import World
 from shared.adapters import sim as wire
-from shared.api.core import Requirement, Taint, TaintEffect
+from shared.api.core import Requirement, Taint
 from shared.api.quantity import parse
 from shared.api.scenario import Scenario
 from shared.bus.connection import BusSettings
@@ -47,17 +47,20 @@ from shared.bus.service import ServiceShell
 from shared.bus.topology import SIM_CALLERS
 from shared.clock import Clock
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import ClusterError, Gone, KubeEvent, Snapshot
-from shared.runtime.outages import OUTAGES
+from shared.ports.cluster import ClusterError
 
 TICK_SECONDS = 0.1
 log = structlog.get_logger("nodewright.sim")
-READS = frozenset({wire.SNAPSHOT, wire.CHANGES, wire.INSTANCE_TYPES, wire.LIST})
+READS = frozenset({wire.INSTANCE_TYPES, wire.LIST})
 """The requests that change nothing, so the journal skips them."""
 KUBE_API = "kube-api"
 """The journal's name for a write through the Kubernetes API (its body: the request)."""
 JETSTREAM_HEADERS = ("Nats-Stream", "Nats-Sequence")
 """Headers JetStream sets on what it republishes from a stream (a request never carries them)."""
+
+
+class UnknownStep(RuntimeError):
+    """A journaled step this sim cannot take again: replaying past it would give another world."""
 
 
 class Refused(SkipMessage):
@@ -98,35 +101,10 @@ class SimService:
         self.shell = ServiceShell("sim", bus, port=port)
         self.world_name = world or f"w{uuid.uuid4().hex}"
         self.journal: Journal | None = None
-        self.announced = 0
+        self.woken = 0
         self._lock = asyncio.Lock()
-        self._snapshots: dict[str, Snapshot] = {}
-        self._tokens = itertools.count(1)
-        self._token_prefix = f"s{uuid.uuid4().hex[:8]}-"  # a restarted sim never honours an old list's token
         self._stopping: asyncio.Event | None = None
         self.routes: dict[str, Callable[[dict[str, Any]], Any]] = {
-            wire.SNAPSHOT: self._snapshot,
-            wire.CHANGES: lambda body: [
-                c.to_dict()
-                for c in self.world.cluster.changes_since(int(body["after"]), int(body.get("limit", wire.PAGE)))
-            ],
-            wire.TAINT: lambda body: self.world.cluster.taint(body["node"], Taint.model_validate(body["taint"])),
-            wire.UNTAINT: lambda body: self.world.cluster.untaint(
-                body["node"], body["key"], TaintEffect(body["effect"]) if body.get("effect") else None
-            ),
-            wire.LABEL_NODE: lambda body: self.world.cluster.label_node(body["node"], dict(body["labels"])),
-            wire.ANNOTATE_NODECLAIM: lambda body: self.world.cluster.annotate_nodeclaim(
-                body["nodeclaim"], body["nodepool"], dict(body["annotations"]), self.world.now
-            ),
-            wire.EVICT: lambda body: _nothing(self.world.cluster.evict(body["pod"])),
-            wire.DELETE_POD: lambda body: _nothing(
-                self.world.cluster.delete_pod(body["pod"], forced=body.get("gracePeriodSeconds") is not None)
-            ),
-            wire.DELETE_NODE: lambda body: _nothing(self.world.cluster.delete_node(body["node"])),
-            wire.NODEPOOL_CONDITION: lambda body: self.world.cluster.set_nodepool_condition(
-                body["nodepool"], body["condition"]
-            ),
-            wire.EVENT: lambda body: self.world.cluster.record_event(KubeEvent.from_dict(body), self.world.now),
             wire.INSTANCE_TYPES: lambda body: [_instance_type(t) for t in self.world.cloud.instance_types()],
             wire.CREATE: lambda body: _instance(self.world.launch(_launch_request(body))),
             wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),
@@ -161,7 +139,7 @@ class SimService:
         return answer
 
     async def _serve(self, request: str, body: dict[str, Any]) -> Any:
-        """An admitted request: the world brought up to now, then acted on, journaled, announced."""
+        """An admitted request: the world brought up to now, then acted on, journaled, watches woken."""
         async with self._lock:  # a step is journaled before anything can see what it did
             try:
                 steps = self._advance()
@@ -171,7 +149,7 @@ class SimService:
                 await self._write(steps)
             except Exception as exc:  # the world may hold what the journal does not
                 _untrusted(exc)
-        await self._announce()
+        self._wake_watches()
         return result
 
     def _admit(self, caller: str, request: str, raw: Msg) -> None:
@@ -225,9 +203,15 @@ class SimService:
             elif step.request == KUBE_API:
                 self.world.resume(step.at)
                 api.handle(self.world.cluster, Request.from_dict(step.body or {}), self.world.now)
-            else:
+            elif step.request in self.routes:
                 self.world.resume(step.at)
                 self._call(step.request, step.body)
+            else:  # an older journal's request (the cluster's, over NATS): its world cannot be rebuilt
+                raise UnknownStep(
+                    f"the journal of world {self.world_name} holds a {step.request!r} step, which this sim"
+                    f" no longer answers (journal format {JOURNAL_FORMAT}): start a new world"
+                    " (NODEWRIGHT_SIM_WORLD) or purge this one"
+                )
 
     # --- the Kubernetes API (services.sim.api) -----------------------------------------------------
 
@@ -255,7 +239,7 @@ class SimService:
                 await self._write(steps)
             except Exception as exc:  # the world may hold what the journal does not
                 _untrusted(exc)
-        await self._announce()
+        self._wake_watches()
         return response
 
     def api_lock(self) -> asyncio.Lock:
@@ -272,30 +256,6 @@ class SimService:
     async def _journal_takes_steps(self) -> str | None:
         return self.journal.failing if self.journal is not None else "the journal is not read yet"
 
-    def _snapshot(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A list in pages (Kubernetes' limit/continue): the first call takes the snapshot, the
-        token returned reads the rest of the same one."""
-        limit = int(body.get("limit", wire.PAGE))
-        token, start = None, 0
-        if body.get("continue"):
-            token, _, offset = str(body["continue"]).partition(":")
-            start = int(offset)
-        else:
-            token = f"{self._token_prefix}{next(self._tokens)}"
-            self._snapshots = {token: self.world.cluster.snapshot()}  # one list at a time is plenty
-        snapshot = self._snapshots.get(token)
-        if snapshot is None:
-            raise Gone("the list expired: list again")
-        page = snapshot.objects[start : start + limit]
-        more = start + limit < len(snapshot.objects)
-        if not more:
-            self._snapshots.pop(token, None)
-        return {
-            "resourceVersion": snapshot.resource_version,
-            "objects": [o.to_dict() for o in page],
-            "continue": f"{token}:{start + limit}" if more else None,
-        }
-
     def _advance(self, to: datetime | None = None) -> list[Step]:
         """Bring the world up to the clock (or `to`); a failing scenario step is logged, never
         fatal. The step to journal, if the advance changed anything but the instant."""
@@ -307,23 +267,20 @@ class SimService:
         return [Step(self.world.now)] if self.world.fingerprint() != before else []
 
     async def tick(self) -> None:
-        """The world brought up to the clock, journaled if that changed it, and announced."""
+        """The world brought up to the clock, journaled if that changed it, watches woken."""
         async with self._lock:
             try:
                 await self._write(self._advance())
             except Exception as exc:  # the world may hold what the journal does not
                 _untrusted(exc)
-        await self._announce()
+        self._wake_watches()
 
-    async def _announce(self) -> None:
-        """A lost announcement only delays the watch: it asks every half second anyway."""
+    def _wake_watches(self) -> None:
+        """A new resource version wakes the API's watches; they read the changes themselves."""
         version = self.world.cluster.resource_version
-        if version != self.announced:
-            self.announced = version
-            if self.api is not None:
-                self.api.notify()
-            with contextlib.suppress(*OUTAGES):
-                await self.shell.broker.publish({"resourceVersion": version}, self.shell.names.sim_watch)
+        if version != self.woken and self.api is not None:
+            self.api.notify()
+        self.woken = version
 
     async def run(self, stopping: asyncio.Event, tick: float = TICK_SECONDS) -> None:
         self._stopping = stopping
@@ -363,11 +320,6 @@ def _launch_request(body: dict[str, Any]) -> LaunchRequest:
         taints=[Taint.model_validate(t) for t in body.get("taints") or []],
         startup_taints=[Taint.model_validate(t) for t in body.get("startupTaints") or []],
     )
-
-
-def _nothing(_: Any) -> None:
-    """Operations answer with an empty object; what they return stays in the sim."""
-    return None
 
 
 def _instance(instance: Instance) -> dict[str, Any]:

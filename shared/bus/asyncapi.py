@@ -79,7 +79,6 @@ def _sim(router: NatsRouter, names: BusNames) -> None:
                 title=f"sim:{caller}:{request}",
                 description=f"The sim answers {request} from the {caller}, replying only to the {caller}'s inbox.",
             )(_declared)
-    router.publisher(names.sim_watch, title="sim:watch", description="A new resource version of the cluster.")
 
 
 async def _declared(body: dict[str, Any]) -> None:

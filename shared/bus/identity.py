@@ -77,11 +77,8 @@ def permissions(names: BusNames, service: str) -> Permissions:
     if service == "relay":
         publish.append(names.events)
     publish += [names.sim_request(service, request) for request in SIM_CALLERS.get(service, ())]
-    if service == "watcher":
-        subscribe.append(names.sim_watch)
     if service == "sim":
         publish += [
-            names.sim_watch,
             names.sim_journal("*"),
             "$JS.API.INFO",
             *(f"$JS.API.STREAM.{verb}.{journal}" for verb in ("INFO", "PURGE", "MSG.GET")),
@@ -122,16 +119,23 @@ def server_config(
             identity = identities.get(user_name(names, service))
             if identity is None:
                 continue
-            granted = permissions(names, service)
-            allowed: dict[str, Any] = {
-                "publish": {"allow": list(granted.publish)},
-                "subscribe": {"allow": list(granted.subscribe)},
-            }
-            if granted.responses:
-                allowed["allow_responses"] = True
+            allowed = server_permissions(permissions(names, service))
             users.append({"user": identity.user, "password": identity.password, "permissions": allowed})
     users.extend(extra_users)
     return "authorization: " + json.dumps({"users": users}, indent=2) + "\n"
+
+
+def server_permissions(granted: Permissions) -> dict[str, Any]:
+    """A user's `permissions` as nats-server reads them."""
+    allowed: dict[str, Any] = {"publish": _only(granted.publish), "subscribe": _only(granted.subscribe)}
+    if granted.responses:
+        allowed["allow_responses"] = True
+    return allowed
+
+
+def _only(subjects: tuple[str, ...]) -> dict[str, list[str]]:
+    """NATS reads an empty allow list as no limit at all: a user granted nothing is denied all."""
+    return {"allow": list(subjects)} if subjects else {"deny": [">"]}
 
 
 def write_server_config(path: Path, text: str) -> Path:

@@ -78,19 +78,11 @@ class BusNames:
     def dead_msg_id(self, service: str, original: str) -> str:
         return f"{self.deployment}:dead:{service}:{original}"
 
-    def sim(self, request: str) -> str:
-        """`<deployment>.sim.<request>`: `watch`, or `journal.<world>`."""
-        return f"{self.deployment}.sim.{request}"
-
     def sim_request(self, caller: str, request: str) -> str:
         """`<deployment>.sim.<caller>.<request>`: a request that service may send
         (`shared.bus.topology.SIM_CALLERS`). Each caller publishes on its own subjects only, so
         the sim knows who asks."""
         return f"{self.deployment}.sim.{caller}.{request}"
-
-    @property
-    def sim_watch(self) -> str:
-        return self.sim("watch")
 
     @property
     def sim_journal_stream(self) -> str:

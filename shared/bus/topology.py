@@ -25,25 +25,13 @@ class Work:
 
 WORK = (Work("termination", "NodeClaimDeletionRequested"),)
 
-_SIM_READS = ("cluster.snapshot", "cluster.changes")
 SIM_CALLERS: dict[str, tuple[str, ...]] = {
-    "scheduler": ("cloud.instance-types", "cloud.create", "cloud.list", "cluster.event"),
-    "watcher": (*_SIM_READS, "cluster.nodepool-condition"),
-    "disruption": ("cloud.instance-types", "cloud.list", "cluster.event"),
-    "termination": (
-        "cluster.taint",
-        "cluster.untaint",
-        "cluster.label-node",
-        "cluster.annotate-nodeclaim",
-        "cluster.evict",
-        "cluster.delete-pod",
-        "cluster.delete-node",
-        "cluster.event",
-        "cloud.delete",
-        "cloud.list",
-    ),
+    "scheduler": ("cloud.instance-types", "cloud.create", "cloud.list"),
+    "disruption": ("cloud.instance-types", "cloud.list"),
+    "termination": ("cloud.delete", "cloud.list"),
 }
-"""The sim's requests each service may send: the sim answers nothing else from it."""
+"""The sim's cloud requests each service may send: the sim answers nothing else from it. The
+cluster is the Kubernetes API's (`shared.adapters.kube`), not the bus's."""
 
 
 def work_of(service: str) -> tuple[Work, ...]:

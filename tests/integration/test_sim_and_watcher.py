@@ -1,5 +1,6 @@
-"""The sim service and the watcher over a real NATS and PostgreSQL: a small scenario becomes the
-expected facts in the log, and a watcher killed mid-scenario and started again duplicates none."""
+"""The sim service and the watcher over a real NATS and PostgreSQL, the watcher watching the sim's
+Kubernetes API: a small scenario becomes the expected facts in the log, and a watcher killed
+mid-scenario and started again duplicates none."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from shared.ports.cluster import EvictionRefused
 from shared.store.eventstore import EventStore
 from tests.cluster_double import InProcessCluster
 from tests.factories import scenario_doc, startup_tainted_pool
+from tests.kube_api import LocalApi
 from tests.sim_callers import AnyCaller, provisioned
 
 pytestmark = pytest.mark.timeout(90)
@@ -60,6 +62,12 @@ async def eventually(check, timeout: float = 20.0):
         await asyncio.sleep(0.1)
 
 
+async def serving(sim: SimService) -> None:
+    """Until the sim's Kubernetes API listens (it starts once the journal is read)."""
+    while sim.api_url is None:
+        await asyncio.sleep(0.05)
+
+
 class Running:
     """A service's run() as a task, stopped on exit; `killed` cancels it mid-work instead (what
     a SIGKILL leaves: nothing after the cancellation point runs, no clean shutdown)."""
@@ -90,13 +98,16 @@ def identities(log: list[tuple[str, dict]]) -> Counter:
 
 
 async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(store, nats_server_url, jetstream):
-    clock = ManualClock(START)
-    sim = SimService(parse_scenario(SCENARIO), clock, nats_server_url)
+    clock, api = ManualClock(START), LocalApi()
+    sim = SimService(parse_scenario(SCENARIO), clock, nats_server_url, api=api.options)
     await provisioned(nats_server_url)
     client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):
-            watcher = WatcherService(store, client, clock, nats_server_url)
+            await serving(sim)
+            watching = await api.connect(sim, "watcher", clock)
+            terminating = await api.connect(sim, "termination", clock)
+            watcher = WatcherService(store, watching, clock, nats_server_url)
             async with Running(watcher, killed=True):
                 await eventually(lambda: _count(store, "PodPending", 3))
                 with pytest.raises(InsufficientCapacityError):
@@ -108,18 +119,20 @@ async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(
                 await eventually(lambda: _count(store, "PodBound", 3))
                 await eventually(lambda: _count(store, "NodeInitialized", 1))
                 with pytest.raises(EvictionRefused):  # minAvailable 3 of 3
-                    await client.evict(f"default/{next(iter(sim.world.cluster.pods)).split('/')[1]}")
+                    await terminating.evict(f"default/{next(iter(sim.world.cluster.pods)).split('/')[1]}")
             # the watcher is down: the workload grows, a pod goes, the world moves on
             clock.advance(timedelta(minutes=5))
             await asyncio.sleep(0.3)
-            await client.delete_pod(next(k for k, p in sim.world.cluster.pods.items() if p.node_name))
+            await terminating.delete_pod(next(k for k, p in sim.world.cluster.pods.items() if p.node_name))
             clock.advance(timedelta(seconds=1))
             await asyncio.sleep(0.3)
-            again = WatcherService(store, client, clock, nats_server_url)
+            again = WatcherService(store, watching, clock, nats_server_url)
             async with Running(again):
                 await eventually(lambda: _count(store, "PodDeleted", 1))
                 await eventually(lambda: _ready(again))
             log = await facts(store)
+            await watching.close()
+            await terminating.close()
     finally:
         await client.close()
     kinds = Counter(kind for kind, _ in log)
@@ -134,8 +147,8 @@ async def test_a_scenario_becomes_facts_and_a_restarted_watcher_duplicates_none(
     assert duplicated == {}
     applied = next(data for kind, data in log if kind == "NodePoolApplied")
     assert applied["drift_hash"] and (await store.counters())["general"].spec is not None
-    (condition,) = sim.world.cluster.nodepools["general"]["status"]["conditions"]
-    assert (condition["type"], condition["status"]) == ("ValidationSucceeded", "True")
+    conditions = {c["type"]: c["status"] for c in sim.world.cluster.nodepools["general"]["status"]["conditions"]}
+    assert conditions["ValidationSucceeded"] == conditions["Ready"] == "True"  # written through the API
 
 
 async def _count(store: EventStore, kind: str, n: int) -> bool:
@@ -177,25 +190,6 @@ async def test_a_fact_recorded_twice_is_in_the_log_once(store, nats_server_url):
     assert len(log) == len(reported) and identities(log) == Counter({key: 1 for key in identities(log)})
 
 
-async def test_lists_and_watches_of_many_objects_come_in_pages(nats_server_url):
-    many = {
-        **SCENARIO,
-        "spec": {**SCENARIO["spec"], "workloads": [{"name": "web", "replicas": 1300, "requests": {"cpu": "1"}}]},
-    }
-    sim = SimService(parse_scenario(many), ManualClock(START), nats_server_url)
-    await provisioned(nats_server_url)
-    client = await AnyCaller.connect(nats_server_url)
-    try:
-        async with Running(sim):
-            await asyncio.sleep(0.3)
-            snapshot = await client.snapshot()
-            assert sum(1 for o in snapshot.objects if o.kind == "Pod") == 1300
-            changes = await client.changes(0)
-            assert len(changes) == sim.world.cluster.resource_version  # every change, over several replies
-    finally:
-        await client.close()
-
-
 ANTI_WEB = {
     "podAntiAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -219,19 +213,22 @@ WITH_DAEMONSET = scenario_doc(
 
 
 async def test_a_scenarios_daemonset_and_a_bound_pods_anti_affinity_reach_the_log(store, nats_server_url, jetstream):
-    clock = ManualClock(START)
-    sim = SimService(parse_scenario(WITH_DAEMONSET), clock, nats_server_url)
+    clock, api = ManualClock(START), LocalApi()
+    sim = SimService(parse_scenario(WITH_DAEMONSET), clock, nats_server_url, api=api.options)
     await provisioned(nats_server_url)
     client = await AnyCaller.connect(nats_server_url)
     try:
         async with Running(sim):
-            watcher = WatcherService(store, client, clock, nats_server_url)
+            await serving(sim)
+            watching = await api.connect(sim, "watcher", clock)
+            watcher = WatcherService(store, watching, clock, nats_server_url)
             async with Running(watcher):
                 await eventually(lambda: _count(store, "DaemonSetApplied", 1))
                 await client.create(LAUNCH)
                 clock.advance(timedelta(seconds=45))
                 await eventually(lambda: _count(store, "PodBound", 2))  # db-0 and the exporter's pod
             log = await facts(store)
+            await watching.close()
     finally:
         await client.close()
     (daemonset,) = [data for kind, data in log if kind == "DaemonSetApplied"]

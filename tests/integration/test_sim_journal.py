@@ -28,7 +28,7 @@ async def test_steps_come_back_in_order_and_a_second_writer_is_fenced_out(bus: B
         await first.require()
         assert await first.read() == []
         await first.write([Step(T0)])
-        await first.write([Step(T0 + timedelta(seconds=1), "cluster.taint", {"node": "n"})])
+        await first.write([Step(T0 + timedelta(seconds=1), "cloud.delete", {"providerID": "sim:///n"})])
 
         second = Journal(js, bus.names, "fenced")  # a restarted sim, reading what was kept
         assert [s.at for s in await second.read()] == [T0, T0 + timedelta(seconds=1)]
@@ -54,7 +54,7 @@ async def test_a_step_whose_answer_was_lost_is_kept_once(bus: BusSettings):
         journal = Journal(js, bus.names, "lost-ack")
         await journal.require()
         await journal.write([Step(T0)])
-        step = [Step(T0 + timedelta(seconds=1), "cluster.taint", {"node": "n"})]
+        step = [Step(T0 + timedelta(seconds=1), "cloud.delete", {"providerID": "sim:///n"})]
         landed = await js.publish(  # what the first try did, its answer never heard
             journal.subject,
             json.dumps([s.to_dict() for s in step]).encode(),
@@ -93,7 +93,7 @@ async def test_worlds_sharing_the_stream_read_back_only_their_own_steps(bus: Bus
         js = nc.jetstream()
         ours, theirs = Journal(js, bus.names, "ours"), Journal(js, bus.names, "theirs")
         for second in range(40):
-            await ours.write([Step(T0 + timedelta(seconds=second), "cluster.taint", {"n": second})])
+            await ours.write([Step(T0 + timedelta(seconds=second), "cloud.delete", {"n": second})])
             await theirs.write([Step(T0 + timedelta(seconds=second)), Step(T0 + timedelta(seconds=second))])
         again = Journal(js, bus.names, "ours")
         steps = await again.read()

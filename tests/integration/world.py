@@ -48,8 +48,9 @@ def burst(replicas: int, limits: dict | None = None) -> dict:
 class World:
     """The sim, the relay, the watcher and `schedulers` scheduler replicas on a shared accelerated
     clock, on a deployment of the test's own; more schedulers can be started later. Each service
-    asks the sim as itself (its own SimClient, so the sim answers only what it may send); `client`
-    asks as whichever service may (`tests.sim_callers`)."""
+    reaches the cluster through the sim's Kubernetes API as itself (`clusters`), and asks the sim's
+    cloud as itself (its own SimClient, so the sim answers only what it may send); `client` asks
+    the cloud as whichever service may (`tests.sim_callers`)."""
 
     def __init__(self, document: dict, bus: BusSettings, store, *, speed: float = SPEED) -> None:
         self.clock = AcceleratedClock(START, speed=speed)

@@ -43,11 +43,6 @@ def new_sim() -> SimService:
     users = Users.parse({"users": [{"name": "admin", "token": "t"}]})
     sim = SimService(scenario, ManualClock(scenario.start), "nats://127.0.0.1:9", api=ApiOptions(users))
     sim.journal = MemoryJournal()  # type: ignore[assignment]
-
-    async def unheard() -> None:
-        return None
-
-    sim._announce = unheard  # type: ignore[method-assign]
     return sim
 
 

@@ -9,11 +9,14 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.sim.api.patch import MERGE
+from services.sim.api.request import Request
 from services.sim.journal import Step
-from services.sim.service import SimService
+from services.sim.service import SimService, UnknownStep
 from shared.adapters import sim as wire
 from shared.api.scenario import parse_scenario
 from shared.clock import ManualClock
@@ -59,11 +62,6 @@ def new_sim(document: dict[str, Any] = SCENARIO) -> SimService:
     scenario = parse_scenario(document)
     sim = SimService(scenario, ManualClock(scenario.start), "nats://127.0.0.1:9")
     sim.journal = MemoryJournal()  # type: ignore[assignment]
-
-    async def unheard() -> None:  # no bus: nobody to announce a version to
-        return None
-
-    sim._announce = unheard  # type: ignore[method-assign]
     return sim
 
 
@@ -85,7 +83,7 @@ def state(sim: SimService) -> dict[str, Any]:
 
 Op = tuple[str, int]
 REQUESTS = ["create", "delete", "evict", "taint", "untaint", "label", "annotate", "delete-pod", "delete-node"]
-REQUESTS += ["condition", "event", "list", "snapshot", "malformed"]
+REQUESTS += ["claim", "condition", "event", "list", "list-pods", "malformed"]
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("tick"), st.integers(1, 900)),
@@ -97,11 +95,23 @@ OPS = st.lists(
 )
 
 
-def request_of(sim: SimService, op: str, n: int) -> tuple[str, dict[str, Any]]:
-    """A request as a service would send it, aimed at whatever the world holds now."""
+NODES, NODECLAIMS, NODEPOOLS = "/api/v1/nodes", "/apis/karpenter.sh/v1/nodeclaims", "/apis/karpenter.sh/v1/nodepools"
+DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+
+
+def pod_path(key: str) -> str:
+    namespace, name = key.split("/")
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def request_of(sim: SimService, op: str, n: int) -> Request | tuple[str, dict[str, Any]]:
+    """A request as a service would send it, aimed at whatever the world holds now: the cloud's
+    over NATS, the cluster's through the Kubernetes API (as `shared.adapters.kube` writes it)."""
     running = sorted(i.provider_id for i in sim.world.cloud.running())
     pods = sorted(sim.world.cluster.pods)
     nodes = sorted(sim.world.cluster.nodes)
+    node = nodes[n % len(nodes)] if nodes else "nothing"
+    taints = [t.to_dict() for t in sim.world.cluster.nodes[node].taints] if nodes else []
     if op == "create":
         return wire.CREATE, {
             "nodeclaim": f"general-{n % 12}",
@@ -110,28 +120,36 @@ def request_of(sim: SimService, op: str, n: int) -> tuple[str, dict[str, Any]]:
         }
     if op == "delete":
         return wire.DELETE, {"providerID": running[n % len(running)] if running else "sim:///nothing"}
+    if op == "malformed":
+        return wire.CREATE, {"unexpected": n}
+    if op == "list":
+        return wire.LIST, {}
     if op == "evict":  # now and then a pod asked for before, likely gone since
         asked = sorted(sim.world.cluster.eviction_requests)
-        if asked and n % 3 == 0:
-            return wire.EVICT, {"pod": asked[n % len(asked)]}
-        return wire.EVICT, {"pod": pods[n % len(pods)] if pods else "default/nothing"}
+        pod = asked[n % len(asked)] if asked and n % 3 == 0 else pods[n % len(pods)] if pods else "default/nothing"
+        return Request("POST", f"{pod_path(pod)}/eviction", body={"apiVersion": "policy/v1", "kind": "Eviction"})
     if op == "taint":
-        node = nodes[n % len(nodes)] if nodes else "nothing"
-        return wire.TAINT, {"node": node, "taint": {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}}
+        return Request("PATCH", f"{NODES}/{node}", body={"spec": {"taints": [*taints, DISRUPTED]}}, content_type=MERGE)
     if op == "untaint":
-        return wire.UNTAINT, {"node": nodes[n % len(nodes)] if nodes else "nothing", "key": "karpenter.sh/disrupted"}
+        kept = [t for t in taints if t["key"] != DISRUPTED["key"]]
+        return Request("PATCH", f"{NODES}/{node}", body={"spec": {"taints": kept}}, content_type=MERGE)
     if op == "label":
-        return wire.LABEL_NODE, {"node": nodes[n % len(nodes)] if nodes else "nothing", "labels": {"l": str(n)}}
+        return Request("PATCH", f"{NODES}/{node}", body={"metadata": {"labels": {"l": str(n)}}}, content_type=MERGE)
+    if op == "claim":
+        claim = {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": f"general-{n % 12}", "labels": {"karpenter.sh/nodepool": "general"}},
+            "spec": {"nodeClassRef": {"group": "sim.nodewright.dev", "kind": "SimNodeClass", "name": "default"}},
+        }
+        return Request("POST", NODECLAIMS, body=claim)
     if op == "annotate":
         annotations = {"karpenter.sh/do-not-disrupt": "true"}
-        return wire.ANNOTATE_NODECLAIM, {
-            "nodeclaim": f"general-{n % 12}",
-            "nodepool": "general",
-            "annotations": annotations,
-        }
+        patch = {"metadata": {"annotations": annotations}}
+        return Request("PATCH", f"{NODECLAIMS}/general-{n % 12}", body=patch, content_type=MERGE)
     if op == "delete-pod":
-        body = {"pod": pods[n % len(pods)] if pods else "default/nothing"}
-        return wire.DELETE_POD, body | ({"gracePeriodSeconds": 0} if n % 2 else {})
+        pod = pods[n % len(pods)] if pods else "default/nothing"
+        return Request("DELETE", pod_path(pod), body={"gracePeriodSeconds": 0} if n % 2 else None)
     if op == "condition":
         condition = {
             "type": "ValidationSucceeded",
@@ -139,22 +157,20 @@ def request_of(sim: SimService, op: str, n: int) -> tuple[str, dict[str, Any]]:
             "reason": "T",
             "message": "",
         }
-        return wire.NODEPOOL_CONDITION, {"nodepool": "general", "condition": condition}
-    if op == "snapshot":
-        return wire.SNAPSHOT, {"limit": 5}
-    if op == "malformed":
-        return [wire.TAINT, wire.CREATE, wire.EVICT][n % 3], {"unexpected": n}
+        patch = {"status": {"conditions": [condition]}}
+        return Request("PATCH", f"{NODEPOOLS}/general/status", body=patch, content_type=MERGE)
+    if op == "list-pods":
+        return Request("GET", "/api/v1/pods", query={"limit": "5"})
     if op == "delete-node":
-        return wire.DELETE_NODE, {"node": nodes[n % len(nodes)] if nodes else "nothing"}
-    if op == "event":
-        return wire.EVENT, {
-            "kind": "NodePool",
-            "key": "general",
-            "type": "Normal",
-            "reason": "T",
-            "message": f"m{n % 3}",
-        }
-    return wire.LIST, {}
+        return Request("DELETE", f"{NODES}/{node}")
+    event = {
+        "metadata": {"generateName": "general."},
+        "involvedObject": {"kind": "NodePool", "name": "general"},
+        "type": "Normal",
+        "reason": "T",
+        "message": f"m{n % 3}",
+    }
+    return Request("POST", "/api/v1/namespaces/default/events", body=event)
 
 
 async def play(sim: SimService, ops: list[Op]) -> None:
@@ -164,9 +180,12 @@ async def play(sim: SimService, ops: list[Op]) -> None:
             clock.advance(timedelta(seconds=n))  # type: ignore[attr-defined]
             if op == "tick":
                 await sim.tick()
+            continue
+        request = request_of(sim, op, n)
+        if isinstance(request, Request):
+            await sim.api_request(request)
         else:
-            request, body = request_of(sim, op, n)
-            await sim._serve(request, body)
+            await sim._serve(*request)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -214,3 +233,12 @@ def test_an_idle_world_writes_nothing_however_long_it_ticks():
     written = len(sim.journal.messages)  # type: ignore[union-attr]
     asyncio.run(play(sim, [("tick", 72)] * 50))
     assert len(sim.journal.messages) == written  # type: ignore[union-attr]
+
+
+def test_a_step_this_sim_no_longer_takes_stops_the_replay():
+    """An older journal's cluster request over NATS (the cluster is the API's now): skipping it
+    would rebuild another world, so the replay stops, naming the step and the way out."""
+    sim = new_sim()
+    step = Step(T0.replace(hour=9) + timedelta(seconds=1), "cluster.taint", {"node": "n", "taint": DISRUPTED})
+    with pytest.raises(UnknownStep, match=r"'cluster\.taint' step.*start a new world"):
+        sim.replay([Step(T0.replace(hour=9)), step])
