@@ -12,9 +12,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.sim.api.tls import self_signed
 from shared.config import Settings
 from shared.runtime.identities import USERS_FILE, Identities
+from shared.runtime.tls import self_signed
 
 API_PORT_OFFSET = 6
 """With --base-port, the API's port comes after the six services' health ports."""

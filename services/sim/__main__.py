@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 
-from services.sim.api import tls
 from services.sim.api.rbac import Users, UsersError
 from services.sim.api.server import ApiOptions
 from services.sim.journal import JOURNAL_FORMAT
@@ -20,7 +19,7 @@ from services.sim.service import SimService, UnknownStep
 from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
 from shared.config import settings
-from shared.runtime import crashes, logs
+from shared.runtime import crashes, logs, tls
 from shared.runtime.process import serve
 from shared.runtime.scenarios import load_scenario
 

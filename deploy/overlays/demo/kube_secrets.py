@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
-from services.sim.api.tls import self_signed
 from shared.adapters.kube.kubeconfig import kubeconfig_document, write_kubeconfig
 from shared.adapters.kube.rbac import SERVICE_CALLS, rules_for
+from shared.runtime.tls import self_signed
 
 NAMESPACE = "nodewright"
 SIM_HOST = f"nodewright-sim.{NAMESPACE}.svc"

@@ -15,10 +15,11 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from services.sim.api import core, tls
+from services.sim.api import core
 from services.sim.api.rbac import Users, allowed, forbidden_message
 from services.sim.api.request import Request
 from services.sim.api.status import ApiError
+from shared.runtime import tls
 
 log = structlog.get_logger("nodewright.sim")
 BOOKMARK_SECONDS = 1.0

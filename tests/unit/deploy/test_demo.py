@@ -23,8 +23,8 @@ import yaml
 from cryptography import x509
 
 from services.sim.api.rbac import Users
-from services.sim.api.tls import self_signed
 from shared.adapters.kube.rbac import SERVICE_CALLS, rules_for
+from shared.runtime.tls import self_signed
 from tests.unit.deploy.render import BASE, DEMO, kustomization, of, render
 from tests.unit.deploy.support import ROOT
 

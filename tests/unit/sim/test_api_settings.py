@@ -10,7 +10,7 @@ import pytest
 from services.sim.__main__ import api_options
 from services.sim.api.rbac import UsersError
 from services.sim.api.server import ApiOptions
-from services.sim.api.tls import self_signed
+from shared.runtime.tls import self_signed
 
 
 @pytest.mark.parametrize(
