@@ -96,7 +96,7 @@ def test_a_user_drives_the_local_cluster_with_kubectl(cluster):
     name, node = claim["metadata"]["name"], claim["status"]["nodeName"]
     kubectl("delete", "nodeclaim", name, timeout=120)  # returns once termination has finished
     assert kubectl("get", "nodeclaim", name, check=False).returncode != 0
-    assert kubectl("get", "node", node, check=False).returncode != 0
+    eventually(lambda: kubectl("get", "node", node, check=False).returncode != 0, 60, f"node {node} to go")
 
     reasons = {e["reason"] for e in kubectl.items("events")}
     assert {"Launched", "DisruptionTerminating"} <= reasons or {"Nominated"} <= reasons, reasons
