@@ -191,9 +191,10 @@ class World:
         instance = self.cloud.delete(provider_id, self.now)
         node = self.node_of(instance)
         if node is not None:
-            if node.finalizers:
-                self.cluster.set_ready(node.name, False)
+            marked = bool(node.finalizers)
             self.cluster.request_node_deletion(node.name, self.now)
+            if marked:  # marked first: its NotReady is that of a node going, never a failure
+                self.cluster.set_ready(node.name, False)
         self.cluster.nodeclaim_gone(instance.request.nodeclaim)
         return instance
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.sim.api import core, tls
+from services.sim.api import core
 from services.sim.api.rbac import User, Users
 from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
@@ -21,6 +21,7 @@ from shared.adapters.kube.rbac import METHOD_RULES, SERVICE_CALLS, rules_for
 from shared.api.core import Taint, TaintEffect
 from shared.api.labels import TERMINATION_FINALIZER
 from shared.ports.cluster import NODE, NODECLAIM, ClusterError, KubeEvent
+from shared.runtime import tls
 from tests.cluster_contract import CASES, Harness, new_world
 from tests.cluster_double import InProcessCluster
 
