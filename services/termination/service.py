@@ -193,6 +193,7 @@ class _Drain:
         self.unrecorded: list[tuple[c.Event, uuid.UUID]] = []  # steps done whose record failed
         self.ended = False  # NodeClaimTerminated recorded by this drain
         self.deletion_asked = False
+        self.node_released = False
 
     async def step(self) -> bool:
         """One pass; True once the claim is terminated and its objects released."""
@@ -227,6 +228,7 @@ class _Drain:
         elif isinstance(step, steps.DeleteNode):
             await self.delete_node(t, now)
         else:
+            await self.release_node(t.node)
             await self.finish(t, now)
             self.ended = True
             await self.release(t.node)
@@ -247,9 +249,21 @@ class _Drain:
         cluster = self.s.cluster
         if not self.deletion_asked:
             await self.ask_deletion()
-        if node is not None:
+        if node is not None and not self.node_released:
             await cluster.remove_finalizer(NODE, node, TERMINATION_FINALIZER)
         await cluster.remove_finalizer(NODECLAIM, self.name, TERMINATION_FINALIZER)
+
+    async def release_node(self, node: str | None) -> None:
+        """Before the claim is recorded terminated, the Node's finalizer goes, so the Node is
+        gone before its claim ends, as when termination deleted it outright. Best effort: a
+        cluster out of reach does not hold the log up (`release` tries again)."""
+        if node is None:
+            return
+        try:
+            await self.s.cluster.remove_finalizer(NODE, node, TERMINATION_FINALIZER)
+            self.node_released = True
+        except (ClusterError, OSError, TimeoutError) as exc:
+            log.warning("the finalizer of node %s stays for now: %r", node, exc)
 
     async def taint(self, t: Termination, now: datetime) -> None:
         """Upstream's finalizers, in order: the claim's termination timestamp (with a grace period),
