@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.adapters.kube import KubeCluster, KubeconfigError
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
@@ -79,6 +78,10 @@ def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettin
     bus = BusSettings.from_settings(config)
 
     async def run(stopping: asyncio.Event) -> None:
+        # here, not at the top: kubernetes_asyncio loads its whole client (about 40 MB), which the
+        # relay and the sim, served by this module too, never use
+        from shared.adapters.kube import KubeCluster, KubeconfigError
+
         try:
             cluster = await KubeCluster.connect(
                 str(config.kubeconfig) if config.kubeconfig else None,
