@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.config import Settings
@@ -44,7 +45,7 @@ class LocalCluster:
     def create(cls, data_dir: Path, port: int, deployment: str) -> LocalCluster:
         """New tokens and a new serving certificate for an API on 127.0.0.1:`port`, written
         under `data_dir` (the key readable by its owner alone)."""
-        certificate, key = self_signed("127.0.0.1")
+        certificate, key = self_signed("127.0.0.1", datetime.now(UTC))
         identities = Identities.new(f"https://127.0.0.1:{port}", certificate)
         kube_dir = data_dir / "kube"
         identities.write(kube_dir)

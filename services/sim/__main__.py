@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -85,7 +86,7 @@ def api_options(environ: Mapping[str, str], data_dir: Path) -> ApiOptions:
     if cert and key:
         pem = (Path(cert).read_bytes(), Path(key).read_bytes())
     else:
-        pem = tls.self_signed(host)
+        pem = tls.self_signed(host, datetime.now(UTC))
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "sim-api.crt").write_bytes(pem[0])
     return ApiOptions(users, host, port, pem)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 import ssl
 import tempfile
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
@@ -19,8 +19,9 @@ from cryptography.x509.oid import NameOID
 VALID_FOR = timedelta(days=365)
 
 
-def self_signed(host: str) -> tuple[bytes, bytes]:
-    """(certificate PEM, key PEM) for 127.0.0.1, ::1, localhost and `host`."""
+def self_signed(host: str, now: datetime) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) for 127.0.0.1, ::1, localhost and `host`, valid from `now`
+    (the wall clock's: a certificate is checked against real time, never the sim's)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "nodewright-sim-apiserver")])
     names: list[x509.GeneralName] = [
@@ -35,7 +36,6 @@ def self_signed(host: str) -> tuple[bytes, bytes]:
     except ValueError:
         if host and host != "localhost":
             names.append(x509.DNSName(host))
-    now = datetime.now(UTC)
     certificate = (
         x509.CertificateBuilder()
         .subject_name(name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -209,7 +209,7 @@ async def test_a_watch_outlives_a_restart_of_its_server(tmp_path: Path, monkeypa
     """The connection drops and the watches are opened again, with backoff, from where each was."""
     monkeypatch.setattr(informer, "WATCH_SECONDS", WATCH_SECONDS)
     world, users = new_world(), Users([User(name="all", token="t-all")])
-    certificate = tls.self_signed("127.0.0.1")
+    certificate = tls.self_signed("127.0.0.1", datetime.now(UTC))
     first = ApiServer(WorldHost(world), ApiOptions(users, tls=certificate))
     await first.start()
     assert first.url is not None

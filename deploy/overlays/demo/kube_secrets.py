@@ -25,6 +25,7 @@ import argparse
 import base64
 import secrets
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -91,7 +92,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     tokens = {service: secrets.token_urlsafe(32) for service in SERVICE_CALLS}
     admin = secrets.token_urlsafe(32)
-    certificate, key = self_signed(SIM_HOST)
+    certificate, key = self_signed(SIM_HOST, datetime.now(UTC))
     write_kubeconfig(args.kubeconfig, kubeconfig(FORWARDED, "nodewright-demo", admin, certificate))
     sys.stdout.write(yaml.safe_dump_all(render(tokens, admin, certificate, key), sort_keys=False))
     return 0

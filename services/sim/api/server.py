@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
@@ -64,7 +64,7 @@ class ApiServer:
         self._closing = False
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
-        self.certificate, self._key = options.tls or tls.self_signed(options.host)
+        self.certificate, self._key = options.tls or tls.self_signed(options.host, datetime.now(UTC))
         """The serving certificate (PEM), for a kubeconfig's certificate-authority-data."""
 
     def notify(self) -> None:

@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -117,7 +118,7 @@ def test_the_sim_serves_its_api_on_the_service_the_kubeconfigs_name(demo):
 
 @pytest.fixture(scope="module")
 def certificate() -> tuple[bytes, bytes]:
-    return self_signed(SECRETS.SIM_HOST)
+    return self_signed(SECRETS.SIM_HOST, datetime.now(UTC))
 
 
 def test_the_printed_secrets_are_the_ones_mounted_and_the_sim_reads_them(certificate):

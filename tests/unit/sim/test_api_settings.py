@@ -3,6 +3,7 @@ certificate; a setting that cannot be used is said with its name."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_users_and_a_self_signed_certificate_kubeconfigs_can_trust(tmp_path: Pat
 
 
 def test_a_given_certificate_is_served_and_half_of_one_is_refused(tmp_path: Path):
-    cert, key = self_signed("127.0.0.1")
+    cert, key = self_signed("127.0.0.1", datetime.now(UTC))
     (tmp_path / "tls.crt").write_bytes(cert)
     (tmp_path / "tls.key").write_bytes(key)
     given = {
