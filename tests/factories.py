@@ -46,7 +46,9 @@ def created(
     )
 
 
-def launched(claim: str, pool: str, cpu: str = "2", memory: str = "8Gi") -> c.NodeClaimLaunched:
+def launched(
+    claim: str, pool: str, cpu: str = "2", memory: str = "8Gi", zone: str | None = None
+) -> c.NodeClaimLaunched:
     return c.NodeClaimLaunched(
         nodeclaim=claim,
         nodepool=pool,
@@ -54,6 +56,7 @@ def launched(claim: str, pool: str, cpu: str = "2", memory: str = "8Gi") -> c.No
         capacity={"cpu": cpu, "memory": memory, "pods": "110"},
         provider_id=f"sim:///{claim}",
         capacity_type="on-demand",
+        zone=zone,
     )
 
 

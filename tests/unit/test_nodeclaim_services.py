@@ -22,7 +22,7 @@ from shared.policy.counters import PoolCounters, evolve
 from shared.ports.cloud import InstanceNotFound
 from shared.scheduling.offerings import InstanceOption, Offer
 from shared.store.fence import Fence
-from tests.factories import T0, applied, created
+from tests.factories import T0, applied, created, launched
 from tests.unit.test_nodeclaim_writers import RecordingCluster, names
 
 BUS = "nats://127.0.0.1:4222"  # never connected: the services are driven by hand
@@ -42,15 +42,7 @@ def lifecycle(claim: str, pool: str = "p", *, initialized: bool = True) -> list[
     node = f"{claim}-node"
     out: list[c.Event] = [
         created(claim, pool),
-        c.NodeClaimLaunched(
-            nodeclaim=claim,
-            nodepool=pool,
-            instance_type="type-2-8Gi",
-            capacity={"cpu": "2", "memory": "8Gi", "pods": "110"},
-            provider_id=f"sim:///{claim}",
-            capacity_type="on-demand",
-            zone="a",
-        ),
+        launched(claim, pool, zone="a"),
         c.NodeRegistered(
             node=node,
             provider_id=f"sim:///{claim}",

@@ -15,7 +15,7 @@ from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
 from shared.policy.counters import PoolCounters, evolve
 from shared.scheduling.offerings import InstanceOption, Offer
-from tests.factories import T0, applied, created, decided, initialized
+from tests.factories import T0, applied, created, decided, initialized, launched
 
 CATALOG = [
     InstanceOption(
@@ -45,15 +45,7 @@ def fold(events: list[c.Event], start: int = 1) -> tuple[Projection, dict[str, P
 def node(claim: str) -> list[c.Event]:
     return [
         created(claim, "p"),
-        c.NodeClaimLaunched(
-            nodeclaim=claim,
-            nodepool="p",
-            instance_type="type-2-8Gi",
-            capacity={"cpu": "2", "memory": "8Gi", "pods": "110"},
-            provider_id=f"sim:///{claim}",
-            capacity_type="on-demand",
-            zone="a",
-        ),
+        launched(claim, "p", zone="a"),
         c.NodeRegistered(
             node=f"{claim}-node",
             provider_id=f"sim:///{claim}",
