@@ -3,15 +3,19 @@ certificate, and the tokens and kubeconfigs of the services and the user.
 
 The API listens on 127.0.0.1 (at `--base-port` + 6, else a free port). Every start makes new
 tokens (`shared.runtime.identities`): the services' kubeconfigs go to `<data dir>/kube/`, the
-user's context `nodewright-<deployment>` to `<data dir>/kubeconfig`.
+user's context `nodewright-<deployment>` to `<data dir>/kubeconfig`. A scenario's NodePools are
+the user's: `up` applies them through the API as kubectl would (`apply_nodepools`), and the sim
+starts without them.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from shared.config import Settings
 from shared.runtime.identities import USERS_FILE, Identities
@@ -22,6 +26,10 @@ API_PORT_OFFSET = 6
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
 """The sim's serving certificate and key: made here so every kubeconfig can trust it, and a
 restarted sim serves the same one."""
+
+
+class ApplyFailed(RuntimeError):
+    """A scenario's NodePool the API did not take (refused, or the API did not answer)."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +75,37 @@ class LocalCluster:
                 "NODEWRIGHT_SIM_API_USERS": str(self.kube_dir / USERS_FILE),
                 "NODEWRIGHT_SIM_API_TLS_CERT": str(self.kube_dir / TLS_CERT),
                 "NODEWRIGHT_SIM_API_TLS_KEY": str(self.kube_dir / TLS_KEY),
+                "NODEWRIGHT_SIM_NODEPOOLS": "api",
             }
         }
         for service in self.identities.tokens:
             out[service] = {"NODEWRIGHT_KUBECONFIG": str(Identities.kubeconfig(self.kube_dir, service))}
         return out
+
+    async def apply_nodepools(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        """`kubectl apply` of each NodePool as the user: created, or merge-patched when it is
+        there already (a sim that restarted kept it). `ApplyFailed` says which was not taken
+        and the API's answer (a 422 names the field)."""
+        from shared.adapters.kube.api import MERGE_PATCH, Conflict
+        from shared.adapters.kube.cluster import NODEPOOLS, KubeCluster
+        from shared.ports.cluster import ClusterError
+
+        cluster = await KubeCluster.connect(str(self.user_kubeconfig), context=self.context)
+        try:
+            for document in documents:
+                name = document["metadata"]["name"]
+                try:
+                    try:
+                        await cluster.api.call("POST", NODEPOOLS, body=dict(document))
+                    except Conflict as exc:
+                        if exc.reason != "AlreadyExists":
+                            raise
+                        path = f"{NODEPOOLS}/{name}"
+                        await cluster.api.call("PATCH", path, body=dict(document), content_type=MERGE_PATCH)
+                except (ClusterError, OSError, TimeoutError) as exc:
+                    raise ApplyFailed(f"NodePool {name} was not applied through the Kubernetes API: {exc}") from None
+        finally:
+            await cluster.close()
 
 
 def free_port() -> int:

@@ -383,13 +383,14 @@ def _system_errors() -> Iterator[None]:
     log says why); each says why."""
     from services.cli.children import ChildExited
     from services.cli.database import Unreachable
+    from services.cli.local_cluster import ApplyFailed
     from shared.api.scenario import ScenarioError
     from shared.bus.setup import SetUpFailed
     from shared.runtime.runs import RunError
 
     try:
         yield
-    except (ScenarioError, RunError, OutputError, Unreachable, SetUpFailed) as exc:
+    except (ScenarioError, RunError, OutputError, Unreachable, SetUpFailed, ApplyFailed) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except pydantic.ValidationError as exc:  # a bad setting: named, its value never shown

@@ -47,10 +47,12 @@ from shared.bus.setup import set_up
 from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
 from shared.config import Settings
+from shared.events.contracts import NodePoolEvent
 from shared.runtime import loop, runs
 from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
 from shared.runtime.outages import OUTAGES
+from shared.runtime.scenarios import load_scenario
 from shared.runtime.servers import local_database_url
 from shared.store.eventstore import EventStore
 from shared.store.migrate import WRITER, member_login
@@ -58,6 +60,8 @@ from shared.store.migrate import WRITER, member_login
 GATE = "clock-origin"
 """The file the processes' held clock waits on (`AcceleratedClock.open`)."""
 REFRESH_SECONDS = 0.5
+POOLS_SECONDS = 30.0
+"""How long the clock waits for the watcher to record the scenario's NodePools."""
 LISTED = 8
 
 
@@ -137,6 +141,9 @@ def _up(
                     )
                 console.print(f"the Kubernetes API on {cluster.server}", soft_wrap=True, markup=False)
                 console.print(f"export KUBECONFIG={cluster.user_kubeconfig}", soft_wrap=True, markup=False)
+                pools = [pool.to_dict() for pool in load_scenario(scenario).nodepools]
+                if pools:
+                    console.print(loop.run(_apply_nodepools(cluster, pools, database_url)), soft_wrap=True)
                 clock.open()  # every process is ready: the scenario's time starts now, for all of them
                 shared = write_clock(config.data_dir, clock)
                 cleanup.callback(lambda: (shared.unlink(missing_ok=True), gate.unlink(missing_ok=True)))
@@ -149,6 +156,27 @@ def _up(
         finally:  # every process has stopped: nothing will resume this run's world
             _forget_world(bus, world, console)
         return view, (loop.run(then(database_url, view)) if then is not None else None)
+
+
+async def _apply_nodepools(cluster: LocalCluster, pools: list[dict[str, Any]], database_url: str) -> str:
+    """The scenario's NodePools applied through the API, as its user would, then waited for in
+    the log (the watcher records each) so the clock starts with them known, as it would have
+    with a world that held them from the start."""
+    names = [str(pool["metadata"]["name"]) for pool in pools]
+    streams = [NodePoolEvent.stream_of(name) for name in names]
+    store = EventStore.connect(database_url, pool_size=1)
+    try:
+        before = [await store.stream_version(stream) for stream in streams]
+        await cluster.apply_nodepools(pools)
+        deadline = time.monotonic() + POOLS_SECONDS
+        while time.monotonic() < deadline:
+            now = [await store.stream_version(stream) for stream in streams]
+            if all(n > b for n, b in zip(now, before, strict=True)):
+                return f"applied NodePools {', '.join(names)} through the Kubernetes API"
+            await asyncio.sleep(0.05)
+    finally:
+        await store.close()
+    return f"applied NodePools {', '.join(names)}; the watcher had not recorded them after {POOLS_SECONDS:.0f} s"
 
 
 def _forget_world(bus: LocalBus, world: str, console: Console) -> None:
@@ -325,6 +353,4 @@ def _empty_scenario(data_dir: Path) -> Path:
 
 
 def _scenario_start(path: Path) -> datetime:
-    from shared.runtime.scenarios import load_scenario
-
     return load_scenario(path).start

@@ -42,6 +42,10 @@ def main(
         api = api_options(os.environ, config.data_dir)
     except (UsersError, ValueError, OSError) as exc:
         crashes.give_up(f"the sim's Kubernetes API cannot be served: {exc}", 2)
+    try:
+        nodepools = nodepools_from(os.environ)
+    except ValueError as exc:
+        crashes.give_up(str(exc), 2)
     service = SimService(
         world,
         config.clock(),
@@ -49,6 +53,7 @@ def main(
         port=port,
         world=config.sim_world or world_of(world),
         api=api,
+        nodepools=nodepools,
     )
 
     async def run(stopping: asyncio.Event) -> None:
@@ -90,6 +95,18 @@ def api_options(environ: Mapping[str, str], data_dir: Path) -> ApiOptions:
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "sim-api.crt").write_bytes(pem[0])
     return ApiOptions(users, host, port, pem)
+
+
+NODEPOOLS_FROM = ("scenario", "api")
+
+
+def nodepools_from(environ: Mapping[str, str]) -> bool:
+    """Whether the world starts with the scenario's NodePools (`NODEWRIGHT_SIM_NODEPOOLS`:
+    `scenario`, the default) or waits for its user to apply them through the API (`api`)."""
+    value = environ.get("NODEWRIGHT_SIM_NODEPOOLS") or "scenario"
+    if value not in NODEPOOLS_FROM:
+        raise ValueError(f"NODEWRIGHT_SIM_NODEPOOLS is {value!r}: it is one of {', '.join(NODEPOOLS_FROM)}")
+    return value == "scenario"
 
 
 def world_of(scenario: Scenario) -> str:

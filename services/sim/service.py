@@ -93,10 +93,11 @@ class SimService:
         port: int = 0,
         world: str | None = None,
         api: ApiOptions | None = None,
+        nodepools: bool = True,
     ) -> None:
         """`world` names the journal a restart resumes (None: a new world nobody resumes); `api`:
-        serve the Kubernetes API there (`api_url` once started)."""
-        self.world = World(scenario)
+        serve the Kubernetes API there (`api_url` once started); `nodepools`: as `World`'s."""
+        self.world = World(scenario, nodepools=nodepools)
         self.clock = clock
         self.shell = ServiceShell("sim", bus, port=port)
         self.world_name = world or f"w{uuid.uuid4().hex}"

@@ -46,7 +46,9 @@ class _Due:
 
 
 class World:
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, *, nodepools: bool = True) -> None:
+        """`nodepools`: start with the scenario's NodePools; False when its user applies them
+        through the API (`nodewright up` does, before the clock starts)."""
         spec = scenario.spec
         self.scenario = scenario
         self.now = scenario.start
@@ -66,7 +68,7 @@ class World:
         self._pushed = 0
         self.launch_latency = scenario.latency("launch")
         self.registration_latency = scenario.latency("registration")
-        for pool in scenario.nodepools:
+        for pool in scenario.nodepools if nodepools else ():
             self.cluster.apply_nodepool(pool.to_dict(), self.now)
         for ds in spec.daemon_sets:
             template = PodTemplate(

@@ -58,6 +58,7 @@ def test_up_runs_the_scenario_and_stops_every_process(tmp_path, fresh_database_u
     done = up(tmp_path, env, "--scenario", BURST, "--speed", "60", "--for", "6")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stopped: every process and server is down" in done.stdout
+    assert "applied NodePools burst through the Kubernetes API" in done.stdout  # as its user, not seeded
     started = pids(done.stdout)
     assert set(started) == {"sim", "watcher", "scheduler", "relay", "termination", "disruption"}
     assert all(gone(pid) for pid in started.values())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.sim.__main__ import api_options
+from services.sim.__main__ import api_options, nodepools_from
 from services.sim.api.rbac import UsersError
 from services.sim.api.server import ApiOptions
 from shared.runtime.tls import self_signed
@@ -56,3 +56,14 @@ def test_a_given_certificate_is_served_and_half_of_one_is_refused(tmp_path: Path
     (tmp_path / "bad.yaml").write_text("users: [{name: a}]\n")
     with pytest.raises(UsersError, match=r"users\[0\]\.token: Field required"):
         api_options({"NODEWRIGHT_SIM_API_USERS": str(tmp_path / "bad.yaml")}, tmp_path / "data")
+
+
+@pytest.mark.parametrize(("raw", "seeded"), [(None, True), ("scenario", True), ("api", False)])
+def test_the_world_starts_with_the_scenarios_nodepools_unless_its_user_applies_them(raw, seeded):
+    environ = {} if raw is None else {"NODEWRIGHT_SIM_NODEPOOLS": raw}
+    assert nodepools_from(environ) is seeded
+
+
+def test_an_unknown_nodepools_source_names_the_setting_and_its_values():
+    with pytest.raises(ValueError, match="NODEWRIGHT_SIM_NODEPOOLS is 'files': it is one of scenario, api"):
+        nodepools_from({"NODEWRIGHT_SIM_NODEPOOLS": "files"})

@@ -26,7 +26,7 @@ from shared.api.labels import HOSTNAME_LABEL, ZONE_LABEL
 from shared.api.pod import Affinity, LabelSelector
 from shared.api.quantity import parse
 from shared.api.scenario import DEPLOYMENT, STATEFULSET, parse_scenario
-from tests.factories import scenario_doc
+from tests.factories import nodepool_doc, scenario_doc
 
 T0 = datetime(2026, 11, 23, 9, tzinfo=UTC)
 ON_DEMAND_ONLY = Requirement(key="karpenter.sh/capacity-type", operator="In", values=["on-demand"])
@@ -398,3 +398,9 @@ def test_a_watch_older_than_the_kept_history_is_gone(monkeypatch):
     assert len(cluster.changes_since(cluster.resource_version - 8, limit=5)) == 5
     with pytest.raises(Gone):
         cluster.changes_since(0)
+
+
+def test_a_world_whose_user_applies_the_nodepools_starts_without_them():
+    scenario = parse_scenario({**SCENARIO, "spec": {**SCENARIO["spec"], "nodePools": [nodepool_doc()]}})
+    assert set(World(scenario).cluster.nodepools) == {"team-a"}
+    assert World(scenario, nodepools=False).cluster.nodepools == {}
