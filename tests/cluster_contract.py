@@ -19,7 +19,6 @@ from unittest import mock
 
 import pytest
 
-from services.sim import cluster as sim_cluster
 from services.sim.cluster import Node, PodDisruptionBudget
 from services.sim.world import World
 from shared.api.core import Taint, TaintEffect
@@ -152,8 +151,8 @@ async def a_watch_from_a_list_sees_every_later_change_in_order(h: Harness) -> No
 async def a_watch_goes_on_while_the_history_before_it_is_dropped(h: Harness) -> None:
     """Bookmarks: a kind that does not change while others do resumes from where the server
     last said it was, not from the dropped history, when its watch is opened again. Changes
-    come slower than the server bookmarks past HISTORY of them (bookmarks come each second)."""
-    with mock.patch.object(sim_cluster, "HISTORY", 10):
+    come slower than the server bookmarks past the kept history of them (bookmarks come each second)."""
+    with mock.patch.object(h.world.cluster, "history", 10):
         snapshot = await h.cluster.snapshot()
         seen: list[WatchEvent] = []
 
@@ -181,7 +180,7 @@ async def a_watch_goes_on_while_the_history_before_it_is_dropped(h: Harness) -> 
 
 @case
 async def a_watch_from_dropped_history_is_gone_and_a_new_list_follows_on(h: Harness) -> None:
-    with mock.patch.object(sim_cluster, "HISTORY", 3):
+    with mock.patch.object(h.world.cluster, "history", 3):
         snapshot = await h.cluster.snapshot()
         for round_ in range(10):
             await h.cluster.label_node("n-2", {"example.com/round": str(round_)})

@@ -75,7 +75,6 @@ class LocalCluster:
                 "NODEWRIGHT_SIM_API_USERS": str(self.kube_dir / USERS_FILE),
                 "NODEWRIGHT_SIM_API_TLS_CERT": str(self.kube_dir / TLS_CERT),
                 "NODEWRIGHT_SIM_API_TLS_KEY": str(self.kube_dir / TLS_KEY),
-                "NODEWRIGHT_SIM_NODEPOOLS": "api",
             }
         }
         for service in self.identities.tokens:

@@ -129,11 +129,13 @@ def _up(
             **clock.environment(),
         }
         cluster = LocalCluster.prepare(config, base_port)
+        told = cluster.environments()
+        told["sim"]["NODEWRIGHT_SIM_NODEPOOLS"] = "api"  # the scenario's NodePools come through the API
         view: dict[str, Any] = {}
         try:
             with (
                 contextlib.ExitStack() as cleanup,
-                children_of.started(config.data_dir, scenario, env, bus, base_port, cluster.environments()) as children,
+                children_of.started(config.data_dir, scenario, env, bus, base_port, told) as children,
             ):
                 for child in children:
                     console.print(

@@ -44,6 +44,7 @@ def main(
         crashes.give_up(f"the sim's Kubernetes API cannot be served: {exc}", 2)
     try:
         nodepools = nodepools_from(os.environ)
+        history = watch_history(os.environ)
     except ValueError as exc:
         crashes.give_up(str(exc), 2)
     service = SimService(
@@ -54,6 +55,7 @@ def main(
         world=config.sim_world or world_of(world),
         api=api,
         nodepools=nodepools,
+        watch_history=history,
     )
 
     async def run(stopping: asyncio.Event) -> None:
@@ -107,6 +109,22 @@ def nodepools_from(environ: Mapping[str, str]) -> bool:
     if value not in NODEPOOLS_FROM:
         raise ValueError(f"NODEWRIGHT_SIM_NODEPOOLS is {value!r}: it is one of {', '.join(NODEPOOLS_FROM)}")
     return value == "scenario"
+
+
+def watch_history(environ: Mapping[str, str]) -> int | None:
+    """`NODEWRIGHT_SIM_WATCH_HISTORY`: how many changes the API keeps for watches (at least this
+    many, at most twice) before a watch from an older version is answered 410; unset, the
+    sim's default. Small values show how clients ride out a history cut short."""
+    raw = environ.get("NODEWRIGHT_SIM_WATCH_HISTORY")
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"NODEWRIGHT_SIM_WATCH_HISTORY is {raw!r}: it is a whole number of changes, at least 1")
+    return value
 
 
 def world_of(scenario: Scenario) -> str:

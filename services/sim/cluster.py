@@ -51,7 +51,7 @@ from shared.ports.cluster import (
 )
 
 HISTORY = 50_000
-"""Changes kept for watchers: between this and twice this many."""
+"""Changes kept for watchers: between this and twice this many (`SimCluster.history`)."""
 PORT_KINDS = frozenset({POD, NODE, PDB, DAEMONSET, NODEPOOL, NODECLAIM})
 """The kinds the `Cluster` port lists and watches; the API's others (Events, Namespaces) have a
 history of their own, on the same counter."""
@@ -87,6 +87,9 @@ class SimCluster(KubeScheduler, Registry):
         or DaemonSet was made), by resource version, for the API to render it as it was."""
         self.pod_specs: dict[str, dict[str, Any]] = {}
         """The pod spec a user sent through the API, by pod uid (a pod's spec does not change)."""
+        self.history = HISTORY
+        """Changes kept per history before a watch from an older version gets 410 (a test cuts
+        it short: NODEWRIGHT_SIM_WATCH_HISTORY)."""
         self._trimmed = {id(self.changes): 0, id(self.api_changes): 0}  # the newest version dropped
         self._versions: dict[tuple[str, str], int] = {}
         self.resource_version = 0
@@ -121,9 +124,9 @@ class SimCluster(KubeScheduler, Registry):
         history.append(WatchEvent(self.resource_version, kind, action, key, obj))
         if extra:
             self.extras[self.resource_version] = extra
-        if len(history) > 2 * HISTORY:  # a watch older than what is kept must list again (410 Gone)
-            self._trimmed[id(history)] = history[HISTORY - 1].resource_version
-            del history[:HISTORY]
+        if len(history) > 2 * self.history:  # a watch older than what is kept must list again (410 Gone)
+            self._trimmed[id(history)] = history[self.history - 1].resource_version
+            del history[: self.history]
             oldest = min(self._trimmed.values())
             for version in [v for v in self.extras if v <= oldest]:
                 del self.extras[version]

@@ -94,10 +94,14 @@ class SimService:
         world: str | None = None,
         api: ApiOptions | None = None,
         nodepools: bool = True,
+        watch_history: int | None = None,
     ) -> None:
         """`world` names the journal a restart resumes (None: a new world nobody resumes); `api`:
-        serve the Kubernetes API there (`api_url` once started); `nodepools`: as `World`'s."""
+        serve the Kubernetes API there (`api_url` once started); `nodepools`: as `World`'s;
+        `watch_history`: changes kept for watches (`SimCluster.history`)."""
         self.world = World(scenario, nodepools=nodepools)
+        if watch_history is not None:
+            self.world.cluster.history = watch_history
         self.clock = clock
         self.shell = ServiceShell("sim", bus, port=port)
         self.world_name = world or f"w{uuid.uuid4().hex}"

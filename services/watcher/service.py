@@ -26,7 +26,7 @@ from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
-from shared.ports.cluster import Cluster, ClusterError, NotFound, WatchEvent
+from shared.ports.cluster import Cluster, ClusterError, Gone, NotFound, WatchEvent
 from shared.runtime.outages import OUTAGES
 from shared.store.eventstore import EventStore, unit
 
@@ -66,6 +66,13 @@ class WatcherService:
             ["type"],
             registry=self.shell.registry,
         )
+        self.lists = Counter(
+            "nodewright_watcher_lists_total",
+            "Lists of the whole cluster, by why: start, expired (the watch was older than the"
+            " history the API keeps, 410), interrupted (the API or the store failed).",
+            ["reason"],
+            registry=self.shell.registry,
+        )
 
     async def _ready(self) -> str | None:
         if not self.synced:
@@ -91,23 +98,28 @@ class WatcherService:
 
     async def _follow(self) -> None:
         """List and watch for ever. Whatever breaks (the sim gone, a watch too old, the store
-        refusing) makes it forget, rebuild what it reported from the log, and list again."""
-        backoff = RETRY_SECONDS
+        refusing) makes it forget, rebuild what it reported from the log, and list again; the
+        wait doubles while lists fail, and starts short again after one that was recorded."""
+        backoff, reason = RETRY_SECONDS, "start"
         while True:
             try:
-                await self._list_and_watch()
+                await self._list_and_watch(reason)
             except WATCH_ERRORS as exc:
+                reason = "expired" if isinstance(exc, Gone) else "interrupted"
+                if self.synced:
+                    backoff = RETRY_SECONDS
                 self.synced = False
                 log.warning("watch interrupted (%r); listing again in %.1f s", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_RETRY_SECONDS)
 
-    async def _list_and_watch(self) -> None:
+    async def _list_and_watch(self, reason: str) -> None:
         facts = Facts()
         async for page in self.store.read_types(WATCHER_FACTS):
             facts.remember(page)
         self.facts = facts
         snapshot = await self.cluster.snapshot()
+        self.lists.labels(reason).inc()
         await self.record(facts.resync(snapshot))
         self.synced = True
         changes: asyncio.Queue[WatchEvent] = asyncio.Queue()

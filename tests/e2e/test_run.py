@@ -14,7 +14,7 @@ import struct
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import nats
@@ -151,22 +151,25 @@ async def stream_event_ids(url: str, names: BusNames) -> tuple[list[str], list[s
 
 
 def duplicates(events: list[LogEntry]) -> tuple[list[str], list[str]]:
-    """Pods a second NodeClaim was made for while the first still lived and the pod was unbound;
-    pods evicted twice."""
-    live: set[str] = set()
-    waiting: dict[str, str] = {}  # pod -> the live claim made for it, until the pod is bound
+    """Pods a second NodeClaim was made for while the first was still in flight (launched, not
+    initialized) and the pod unbound; pods evicted twice. Once the first claim's node is
+    initialized, the cluster's scheduler may bind another pending pod there (it does not honour
+    Karpenter's nominations, upstream's neither), and a new claim for a pod still pending is
+    the right answer, not a duplicate."""
+    in_flight: set[str] = set()
+    waiting: dict[str, str] = {}  # pod -> the claim made for it, until the pod is bound
     twice: list[str] = []
     again: list[str] = []
     evicted: set[str] = set()
     for e in events:
         if e.type == "NodeClaimCreated":
-            live.add(e.data["nodeclaim"])
+            in_flight.add(e.data["nodeclaim"])
             for pod in e.data.get("pods") or []:
-                if waiting.get(pod) in live:
+                if waiting.get(pod) in in_flight:
                     twice.append(pod)
                 waiting[pod] = e.data["nodeclaim"]
-        elif e.type in ("NodeClaimTerminated", "NodeClaimLaunchFailed"):
-            live.discard(e.data["nodeclaim"])
+        elif e.type in ("NodeClaimInitialized", "NodeClaimTerminated", "NodeClaimLaunchFailed"):
+            in_flight.discard(e.data["nodeclaim"])
         elif e.type in ("PodBound", "PodDeleted"):
             waiting.pop(f"{e.data.get('namespace')}/{e.data.get('name')}", None)
         elif e.type == "PodEvicted":
@@ -175,6 +178,20 @@ def duplicates(events: list[LogEntry]) -> tuple[list[str], list[str]]:
                 again.append(key)
             evicted.add(key)
     return twice, again
+
+
+def _entries(*steps: tuple[str, dict]) -> list[LogEntry]:
+    return [LogEntry(i, "s", kind, data, datetime(2026, 1, 1, tzinfo=UTC)) for i, (kind, data) in enumerate(steps)]
+
+
+def test_a_second_claim_counts_as_a_duplicate_only_while_the_first_is_in_flight():
+    first = ("NodeClaimCreated", {"nodeclaim": "a", "pods": ["default/p"]})
+    second = ("NodeClaimCreated", {"nodeclaim": "b", "pods": ["default/p"]})
+    assert duplicates(_entries(first, second)) == (["default/p"], [])
+    initialized = ("NodeClaimInitialized", {"nodeclaim": "a"})  # another pod took its room
+    assert duplicates(_entries(first, initialized, second)) == ([], [])
+    bound = ("PodBound", {"namespace": "default", "name": "p"})
+    assert duplicates(_entries(first, bound, second)) == ([], [])
 
 
 def test_the_flagship_day_keeps_its_promises_through_faults_and_its_report_rebuilds(tmp_path, nats_server_url):

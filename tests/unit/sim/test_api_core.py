@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.sim import cluster as cluster_module
 from services.sim.api.core import Request, Response, handle, watch_step
 from services.sim.api.tables import human_age, json_path
 from services.sim.cluster import Node, SimCluster
@@ -313,7 +312,7 @@ def test_a_list_in_pages_and_by_selectors():
     assert call(cluster, "GET", PODS, labelSelector="app=(").status == 400
 
 
-def test_a_watch_follows_from_a_version_and_a_gone_one_is_410(monkeypatch: pytest.MonkeyPatch):
+def test_a_watch_follows_from_a_version_and_a_gone_one_is_410():
     cluster = world().cluster
     version = cluster.resource_version
     watch = call(
@@ -323,7 +322,7 @@ def test_a_watch_follows_from_a_version_and_a_gone_one_is_410(monkeypatch: pytes
     events, after = watch_step(cluster, watch, watch.after, T0)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "n1")]
     assert after == cluster.resource_version and events[0]["object"]["metadata"]["resourceVersion"] == str(after)
-    monkeypatch.setattr(cluster_module, "HISTORY", 2)
+    cluster.history = 2
     for i in range(6):
         cluster.label_node("n1", {"round": str(i)})
     ((error,), gone) = watch_step(cluster, watch, version, T0)

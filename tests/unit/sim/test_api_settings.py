@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.sim.__main__ import api_options, nodepools_from
+from services.sim.__main__ import api_options, nodepools_from, watch_history
 from services.sim.api.rbac import UsersError
 from services.sim.api.server import ApiOptions
 from shared.runtime.tls import self_signed
@@ -67,3 +67,15 @@ def test_the_world_starts_with_the_scenarios_nodepools_unless_its_user_applies_t
 def test_an_unknown_nodepools_source_names_the_setting_and_its_values():
     with pytest.raises(ValueError, match="NODEWRIGHT_SIM_NODEPOOLS is 'files': it is one of scenario, api"):
         nodepools_from({"NODEWRIGHT_SIM_NODEPOOLS": "files"})
+
+
+@pytest.mark.parametrize(("raw", "kept"), [(None, None), ("", None), ("1", 1), ("40", 40)])
+def test_the_watch_history_is_the_sims_default_unless_told(raw, kept):
+    environ = {} if raw is None else {"NODEWRIGHT_SIM_WATCH_HISTORY": raw}
+    assert watch_history(environ) == kept
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "many", "1.5"])
+def test_a_watch_history_that_cannot_be_used_names_the_setting_and_the_rule(raw):
+    with pytest.raises(ValueError, match=r"NODEWRIGHT_SIM_WATCH_HISTORY is .*: it is a whole number of changes"):
+        watch_history({"NODEWRIGHT_SIM_WATCH_HISTORY": raw})

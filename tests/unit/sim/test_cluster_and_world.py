@@ -386,12 +386,11 @@ def test_a_daemonset_pod_binds_only_where_it_fits():
     assert cluster.pods["default/agent-small"].node_name is None
 
 
-def test_a_watch_older_than_the_kept_history_is_gone(monkeypatch):
-    from services.sim import cluster as module
+def test_a_watch_older_than_the_kept_history_is_gone():
     from services.sim.cluster import Gone
 
-    monkeypatch.setattr(module, "HISTORY", 10)
     cluster = SimCluster()
+    cluster.history = 10
     for i in range(25):
         cluster.add_pod(pod(f"p{i}"))
     assert cluster.changes_since(cluster.resource_version - 3) == cluster.changes[-3:]
