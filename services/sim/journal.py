@@ -8,7 +8,7 @@ A step is written, and acknowledged by JetStream, before anyone can see what it 
 announcement, a later read), so a restart replays at least everything that was seen; a step the
 journal refuses ends the process (`JournalBroken`), whose restart replays what was kept. The world's
 journal is one subject of the deployment's `<deployment>_SIM` stream, named by `NODEWRIGHT_SIM_WORLD`
-(`nodewright up` gives every run a fresh one). More in docs/guide.md, "The sim's journal".
+(`nodewright up` gives every run a fresh one). More in docs/simulation.md, "The sim's journal".
 
 The stream is provisioned by `nodewright bus setup` (`shared.bus.setup`), not by the sim, and the
 journal is read back message by message, without a consumer: the sim's NATS user may make neither

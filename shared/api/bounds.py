@@ -13,7 +13,7 @@ so a NodePool is refused here exactly where Kubernetes or Karpenter cannot hold 
 - a `Gt`/`Lt` requirement's value is parsed by Karpenter as an int64.
 
 Scenario files have caps of their own (how long a run may be, how many pods the sim holds),
-kept here too. Pure: no I/O. See docs/guide.md ("Bounded values").
+kept here too. Pure: no I/O. See docs/reference/nodepool.md ("Bounded values").
 """
 
 from __future__ import annotations

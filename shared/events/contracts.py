@@ -355,7 +355,7 @@ class NodeClaimInitialized(NodeClaimEvent):
 
 class NodeClaimNotReady(NodeClaimEvent):
     """The initialized node of the claim stopped being Ready: it consumes its pool's disruption
-    budget until it is Ready again or ends, as upstream counts a NotReady node (reference B21)."""
+    budget until it is Ready again or ends, as upstream counts a NotReady node (docs/budgets.md, B21)."""
 
     TYPE: ClassVar[str] = "NodeClaimNotReady"
     node: str

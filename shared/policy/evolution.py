@@ -87,8 +87,8 @@ def _ready(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> Non
 
 
 def _consume_if_not_ready(pool: PoolCounters, claim: ClaimState | None, name: str) -> None:
-    """A NotReady initialized claim that nothing else disrupts consumes the budget (reference B21;
-    an uninitialized one does not, B23)."""
+    """A NotReady initialized claim that nothing else disrupts consumes the budget (docs/budgets.md,
+    B21; an uninitialized one does not, B23)."""
     if claim is not None and not claim.ready and claim.initialized and claim.phase != ENDED:
         pool.disrupting.setdefault(name, [NOT_READY, ""])
 
@@ -143,8 +143,9 @@ def _validated(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) ->
 
 
 def _deletion_requested(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    """A claim being deleted consumes its pool's budget until it ends, whoever asked (reference
-    §2: MarkedForDeletion and a deletion timestamp count as disrupting)."""
+    """A claim being deleted consumes its pool's budget until it ends, whoever asked (upstream's
+    `BuildDisruptionBudgetMapping`: MarkedForDeletion and a deletion timestamp count as
+    disrupting; docs/budgets.md, B20)."""
     name = data["nodeclaim"]
     claim = claims.get(name)
     entry = pool.disrupting.get(name)

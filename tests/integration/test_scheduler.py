@@ -96,7 +96,7 @@ async def test_the_replacements_a_disruption_orders_are_launched(store, migrated
         world.start_schedulers()
         await world.until(lambda s: pods_running(s, 4))
 
-        async def counted_initialized(s: SimService) -> bool:  # what budgets count (reference §2)
+        async def counted_initialized(s: SimService) -> bool:  # what budgets count (docs/budgets.md)
             pool = (await store.counters()).get("burst")
             return pool is not None and pool.initialized == pool.nodes == len(s.world.cloud.running())
 

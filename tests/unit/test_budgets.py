@@ -1,4 +1,4 @@
-"""Upstream's budget semantics: the worked examples B1-B26 of reference §2, one row each."""
+"""Upstream's budget semantics: the worked examples B1-B26 of docs/budgets.md, one row each."""
 
 from __future__ import annotations
 

@@ -295,7 +295,7 @@ def test_explaining_a_claim_survives_malformed_events_about_it():
 
 
 def test_b20_a_deleting_node_consumes_the_budget_whoever_asked():
-    """Reference B20: `[100%]`-style counting with a user's deletion; here a budget of 2 with one
+    """docs/budgets.md, B20: `[100%]`-style counting with a user's deletion; here a budget of 2 with one
     claim deleted by hand leaves room for one decision of one candidate."""
     from shared.events.contracts import NodeClaimDeletionRequested
 
@@ -333,7 +333,7 @@ def _flip(name: str, ready: bool):
 
 
 def test_b21_not_ready_nodes_consume_the_budget_until_ready_again():
-    """Reference B21: `[100%]`, 10 nodes, 2 NotReady: 8 may be disrupted."""
+    """docs/budgets.md, B21: `[100%]`, 10 nodes, 2 NotReady: 8 may be disrupted."""
     pool = [applied("p", budgets=[{"nodes": "100%"}]), *live_nodes("p", 10), _flip("p-n8", False), _flip("p-n9", False)]
     eight = [f"p-n{i}" for i in range(8)]
     assert rules([*pool, decided("d", "p", "Empty", eight)]) == []

@@ -47,7 +47,7 @@ EXTENSIONS = {
     "nodepools": {"spec.disruption.nodeLimitMode", "spec.disruption.budgets[].timeZone"},
     "nodeclaims": set(),
 }
-"""nodewright's documented extensions (docs/guide.md, "Extensions over upstream"): the only paths
+"""nodewright's documented extensions (docs/reference/nodepool.md, "Extensions over upstream"): the only paths
 upstream does not have."""
 
 _UNSUPPORTED_BALANCED = "Balanced (Karpenter v1.14+) is not supported: the API server refuses it up front"

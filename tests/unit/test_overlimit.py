@@ -1,4 +1,4 @@
-"""Over-limit removal order: unlaunched, empty, then cheapest-to-move (reference §3)."""
+"""Over-limit removal order: unlaunched, empty, then cheapest-to-move (docs/disruption.md; `shared/policy/overlimit.py`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every NodePool rule of reference §1, valid and invalid, with the path and message it reports."""
+"""Every NodePool rule of docs/reference/nodepool.md, valid and invalid, with the path and message it reports."""
 
 from __future__ import annotations
 

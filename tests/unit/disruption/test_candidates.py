@@ -1,4 +1,4 @@
-"""Disruption candidates (reference §5.2-5.3), table by table: which nodes may be considered, the
+"""Disruption candidates (upstream's `pkg/controllers/disruption/types.go` `NewCandidate`), table by table: which nodes may be considered, the
 `DisruptionBlocked` message and cause of each that may not, PodDisruptionBudget arithmetic, and
 when a node becomes Consolidatable."""
 

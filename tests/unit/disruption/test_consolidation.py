@@ -1,4 +1,4 @@
-"""Consolidation (reference §5.5) over the real scheduling core: delete when the pods fit
+"""Consolidation (upstream's `pkg/controllers/disruption/consolidation.go`) over the real scheduling core: delete when the pods fit
 elsewhere, replace with one strictly cheaper node, nothing when a pod fits nowhere or would land
 on a node still starting; single-node takes the first that works; multi-node the longest prefix."""
 

@@ -1,4 +1,4 @@
-"""Drift detection (reference §5.6), table by table: the template hash, the requirements, and the
+"""Drift detection (upstream's `pkg/controllers/nodeclaim/disruption/drift.go`), table by table: the template hash, the requirements, and the
 order drifted claims go in."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Emptiness (reference §5.4): every empty, Consolidatable candidate its pool's budget allows, in
+"""Emptiness (upstream's `pkg/controllers/disruption/emptiness.go`): every empty, Consolidatable candidate its pool's budget allows, in
 one delete command; budget blocks and disabled consolidation said, never silently dropped."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Expiration (reference §5.7): forceful, at creation plus expireAfter, Never never."""
+"""Expiration (upstream's `pkg/controllers/nodeclaim/expiration/`): forceful, at creation plus expireAfter, Never never."""
 
 from __future__ import annotations
 

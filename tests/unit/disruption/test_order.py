@@ -1,4 +1,4 @@
-"""The order candidates are tried in: cheapest to disrupt first (reference §3's disruption cost)."""
+"""The order candidates are tried in: cheapest to disrupt first (upstream's `disruptionutils.ReschedulingCost` and `LifetimeRemaining`)."""
 
 from __future__ import annotations
 

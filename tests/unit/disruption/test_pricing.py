@@ -1,4 +1,4 @@
-"""A consolidation's replacement price rules (reference §5.5), table by table."""
+"""A consolidation's replacement price rules (upstream's `pkg/controllers/disruption/consolidation.go`), table by table."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (commit 8c27508), kept verbatim so tests and the benchmark can check that the indexed pass in
 `shared.scheduling.packing` makes the same plan. It takes the production inputs (same fields).
 
-One scheduling pass (reference §3, §4): pending pods onto existing capacity, onto NodeClaims
+One scheduling pass (upstream's `Scheduler.Solve`): pending pods onto existing capacity, onto NodeClaims
 planned in this pass, or onto new NodeClaims of the first NodePool that fits.
 
 - Pods go in first-fit-decreasing order (cpu, then memory, descending; then age and uid).

@@ -1,5 +1,5 @@
 """What a NodePool may launch now: requirements, offerings, the spot preference, the
-insufficient-capacity cache, DaemonSet overhead and limits (reference §3, §4)."""
+insufficient-capacity cache, DaemonSet overhead and limits (upstream's `pkg/controllers/provisioning/scheduling/`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A scheduling pass: the provisioning cases of reference §3 and §4, and the invariants that no
+"""A scheduling pass: upstream's provisioning cases (`pkg/controllers/provisioning/scheduling/`), and the invariants that no
 plan passes a limit or puts a pod where it does not fit. `schedule` is the equivalence check
 (`oracle`): each case also runs the oracle baseline and expects the same plan."""
 

@@ -1,4 +1,4 @@
-"""The requirements algebra: intersections, intersects, compatible, bounds, aliases (reference §1)."""
+"""The requirements algebra: intersections, intersects, compatible, bounds, aliases (upstream's `pkg/scheduling/requirements.go`)."""
 
 from __future__ import annotations
 

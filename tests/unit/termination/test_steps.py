@@ -1,4 +1,4 @@
-"""Termination's rules (reference §6), table by table: drainable pods, tiers, do-not-disrupt, the
+"""Termination's rules (upstream's `pkg/controllers/node/termination/`; docs/termination.md), table by table: drainable pods, tiers, do-not-disrupt, the
 termination grace period, the minimum drain time, and the order of the steps."""
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def test_a_list_reports_pools_and_nodes_before_the_pods_that_refer_to_them():
 
 
 def test_an_initialized_node_that_goes_not_ready_and_back_is_reported_once_each_way():
-    """A NotReady node consumes its pool's budget (reference B21): the watcher says when it
+    """A NotReady node consumes its pool's budget (docs/budgets.md, B21): the watcher says when it
     flips, once, with ids a restarted watcher reuses; an uninitialized node is not reported."""
     world, facts, reported = launched()
     rv = world.cluster.resource_version
