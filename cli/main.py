@@ -1,4 +1,4 @@
-"""The `nodewright` command line. Exit codes: `services.cli.failures` (0 ok, 1 invalid or a
+"""The `nodewright` command line. Exit codes: `cli.failures` (0 ok, 1 invalid or a
 violation, 2 unusable input or usage, 3 internal error, a service process that died included)."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import pydantic
 import typer
 
-from services.cli import budgets as budgets_cmd
-from services.cli import describe as describe_cmd
-from services.cli import eventlog, runs_cmd
-from services.cli import validate as validate_cmd
-from services.cli.database import RunOption, settings_or_exit, with_database
-from services.cli.failures import CLI
-from services.cli.outputs import OutputError, check_file
-from services.cli.service import service_app
+from cli import budgets as budgets_cmd
+from cli import describe as describe_cmd
+from cli import eventlog, runs_cmd
+from cli import validate as validate_cmd
+from cli.database import RunOption, settings_or_exit, with_database
+from cli.failures import CLI
+from cli.outputs import OutputError, check_file
+from cli.service import service_app
 from shared.api.documents import DocumentError
 from shared.config import setting_error, signing_key
 from shared.policy.anchors import read_heads
@@ -310,7 +310,7 @@ def asyncapi(
 
 
 def _writable(check: Callable[[], None]) -> None:
-    """An output path checked before any work (`services.cli.outputs`); exit 2 when it cannot be written."""
+    """An output path checked before any work (`cli.outputs`); exit 2 when it cannot be written."""
     try:
         check()
     except OutputError as exc:
@@ -323,7 +323,7 @@ def _with_bus(work: Callable[[LocalBus], T]) -> T:
     cannot be reached within NODEWRIGHT_CONNECT_TIMEOUT or refuses this identity."""
     import nats.errors
 
-    from services.cli.database import bus_answers
+    from cli.database import bus_answers
     from shared.bus.names import BadDeployment
     from shared.runtime.bus import local_bus
 
@@ -381,9 +381,9 @@ def _system_errors() -> Iterator[None]:
     """A bad scenario, an output path that cannot be written, a bad setting or a server that does
     not answer exit 2; a service process that did not start exits 3 (an internal error: its own
     log says why); each says why."""
-    from services.cli.children import ChildExited
-    from services.cli.database import Unreachable
-    from services.cli.local_cluster import ApplyFailed
+    from cli.children import ChildExited
+    from cli.database import Unreachable
+    from cli.local_cluster import ApplyFailed
     from shared.api.scenario import ScenarioError
     from shared.bus.setup import SetUpFailed
     from shared.runtime.runs import RunError
@@ -403,7 +403,7 @@ def _system_errors() -> Iterator[None]:
 
 def _said_restarts(view: dict, what: str) -> int:
     """At the end of `up` or `run`: each process that died, on stderr; 3 when one did, else 0."""
-    from services.cli.run import restart_lines
+    from cli.run import restart_lines
 
     died = restart_lines(view.get("restarts") or {})
     for line in died:
@@ -431,7 +431,7 @@ def up_command(
     """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
     the watcher, the scheduler and the relay as separate processes, and a live view. Ctrl-C stops
     everything. Exit 3 when a service process died meanwhile (each is said, with why)."""
-    from services.cli import up
+    from cli import up
     from shared.config import settings
 
     logs.for_command(log_format)
@@ -464,7 +464,7 @@ def run_command(
     the log, stop, and summarise. Exit 1 when the audit finds a violation, else 3 when a service
     process died during the run (the summary's `restarts` says which, how often and why), else 2
     when the report could not be written."""
-    from services.cli import run
+    from cli import run
     from shared.config import settings
 
     logs.for_command(log_format)

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from services.cli.folding import fold_log
+from cli.folding import fold_log
 from shared.bus.connection import BusSettings
 from shared.events.envelope import RecordedEvent
 from shared.events.registry import REGISTRY

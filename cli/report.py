@@ -11,8 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from services.cli.eventlog import AuditResult, audit_database, audit_file, open_store, read_jsonl
-from services.cli.summary import Timeline, story, summarise
+from cli.eventlog import AuditResult, audit_database, audit_file, open_store, read_jsonl
+from cli.summary import Timeline, story, summarise
 from shared.policy.audit import LogEntry
 
 REASON_COLOURS = {
