@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks._db import bench_database
-from cli.eventlog import delete_nodeclaims
+from cli.delete import delete_nodeclaims
 from cli.local_cluster import LocalCluster
 from shared.clock import AcceleratedClock
 from shared.config import settings

@@ -41,8 +41,8 @@ from rich.text import Text
 from cli import children as children_of
 from cli.children import Child, ChildExited
 from cli.database import reach_configured
-from cli.eventlog import migrate
 from cli.local_cluster import LocalCluster
+from cli.migrate import migrate
 from shared.bus.setup import set_up
 from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock

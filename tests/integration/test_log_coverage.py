@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.eventlog import audit_database, audit_file, export
+from cli.audit import audit_database, audit_file, export
 from shared.events import contracts as c
 from shared.policy.anchors import Heads, read_heads
 from shared.policy.digests import Signer, event_key, linked, stored_payload_text

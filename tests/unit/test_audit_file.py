@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli.eventlog import audit_file
+from cli.audit import audit_file
 from cli.main import app
 
 

@@ -16,6 +16,11 @@ from cli.database import RunOption, with_database
 from shared.runtime.runs import Run
 
 
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+    app.command("runs")(runs)
+
+
 def report(
     directory: Annotated[Path, typer.Argument(help="where nodes.png, report.md and summary.json go")],
     run: RunOption = None,
