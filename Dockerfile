@@ -18,6 +18,7 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY shared ./shared
 COPY services ./services
+COPY cli ./cli
 COPY migrations ./migrations
 # Not editable, no extras: a container is given its servers (NODEWRIGHT_DATABASE_URL,
 # NODEWRIGHT_NATS_URL), it never starts embedded ones. Every package at the version the lock pins.

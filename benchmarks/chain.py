@@ -30,7 +30,7 @@ import asyncpg
 from benchmarks._batcher import AppendBatcher
 from benchmarks._db import bench_database
 from benchmarks.store import FLUSHERS, WRITERS, apply_pools, drive, load_log, replay_db, synthetic_log
-from services.cli.eventlog import AuditResult, audit_database
+from cli.audit import AuditResult, audit_database
 from shared.config import driver_params
 from shared.policy.audit import LogEntry, Replay
 from shared.policy.chain import LogChain

@@ -1,6 +1,6 @@
 """End to end: a burst of pods through the whole system, every service its own process.
 
-The services start as `nodewright up` starts them (`services.cli.children.started`: the sim, the
+The services start as `nodewright up` starts them (`cli.children.started`: the sim, the
 relay, the watcher, the scheduler, termination, disruption), on the real-time clock (speed 1, so
 every figure is wall seconds). The scenario, written here: one NodePool shaped like upstream's
 perf suite's (instance sizes under 32 vCPU, consolidation off), and a workload of 1-vCPU pods
@@ -45,8 +45,8 @@ import asyncpg
 import yaml
 
 from benchmarks._db import bench_database
-from services.cli import children as children_of
-from services.cli.local_cluster import LocalCluster, free_port
+from cli import children as children_of
+from cli.local_cluster import LocalCluster, free_port
 from shared.api.duration import parse_duration
 from shared.bus.setup import set_up
 from shared.clock import AcceleratedClock

@@ -40,8 +40,8 @@ from datetime import UTC, datetime, timedelta
 from benchmarks._batcher import AppendBatcher
 from benchmarks._cpu import measured
 from benchmarks._db import bench_database
-from services.cli.eventlog import AuditResult, audit_database
-from services.cli.folding import available_cores
+from cli.audit import AuditResult, audit_database
+from cli.folding import available_cores
 from shared.config import driver_params
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, NewEvent

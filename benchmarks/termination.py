@@ -28,8 +28,8 @@ from pathlib import Path
 import yaml
 
 from benchmarks._db import bench_database
-from services.cli.eventlog import delete_nodeclaims
-from services.cli.local_cluster import LocalCluster
+from cli.delete import delete_nodeclaims
+from cli.local_cluster import LocalCluster
 from shared.clock import AcceleratedClock
 from shared.config import settings
 from shared.runtime import loop
@@ -118,7 +118,7 @@ def run_once(url: str, nats_url: str, claims: int, replicas: int, workdir: Path)
     }
     if not settings().nats_url:
         env["NODEWRIGHT_NATS_INSECURE"] = "true"  # its own embedded server on loopback, open: a laboratory
-    setup = subprocess.run([sys.executable, "-m", "services.cli.main", "bus", "setup"], env=env, capture_output=True)
+    setup = subprocess.run([sys.executable, "-m", "cli.main", "bus", "setup"], env=env, capture_output=True)
     if setup.returncode:
         raise SystemExit(f"nodewright bus setup failed: {setup.stderr.decode()[-2000:]}")
     processes: dict[str, list[subprocess.Popen[bytes]]] = {}

@@ -1,1 +1,2 @@
-"""nodewright's services: one package each (watcher, scheduler, disruption, termination, sim) and the CLI."""
+"""nodewright's services: one package each (relay, watcher, scheduler, disruption, termination,
+sim). The `nodewright` command that starts them is the `cli` package, beside this one."""

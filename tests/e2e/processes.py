@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.cli.local_cluster import LocalCluster, free_port
+from cli.local_cluster import LocalCluster, free_port
 from shared.bus.service import PORT_FILE_ENV
 from shared.store.eventstore import EventStore
 

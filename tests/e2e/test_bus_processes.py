@@ -14,7 +14,7 @@ import nats
 import pytest
 import yaml
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from shared.bus.names import BusNames
 from shared.store.eventstore import EventStore
 from tests.conftest import ROOT

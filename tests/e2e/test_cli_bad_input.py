@@ -19,9 +19,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from services.cli import failures
-from services.cli import validate as validate_cmd
-from services.cli.main import app, main
+from cli import failures
+from cli import validate as validate_cmd
+from cli.main import app, main
 from tests.conftest import EXAMPLES, ROOT, nodepool_doc
 from tests.factories import scenario_doc
 
@@ -464,7 +464,7 @@ def test_bad_input_exits_2_naming_the_rule(case: Case, files: Path):
 def test_as_a_user_runs_it(files: Path):
     """The rows marked `process`, as real processes, two at a time."""
     exe = shutil.which("nodewright", path=str(Path(sys.executable).parent))
-    command = [exe] if exe else [sys.executable, "-m", "services.cli.main"]
+    command = [exe] if exe else [sys.executable, "-m", "cli.main"]
     chosen = [c for c in CASES if c.process]
 
     def run(case: Case) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from cli.main import app
 from tests.conftest import EXAMPLES
 from tests.e2e.test_cli_validate import nodewright
 

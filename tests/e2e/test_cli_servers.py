@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from cli.main import app
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(120)

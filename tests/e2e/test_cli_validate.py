@@ -15,7 +15,7 @@ from tests.conftest import EXAMPLES, ROOT, nodepool_doc
 
 def nodewright(*args: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("nodewright", path=str(Path(sys.executable).parent))
-    cmd = [exe] if exe else [sys.executable, "-m", "services.cli.main"]
+    cmd = [exe] if exe else [sys.executable, "-m", "cli.main"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from shared.store.eventstore import EventStore
 from tests.e2e.processes import Service, System, bound_pods, environment, gone, wait_for
 from tests.integration.test_disruption import pool, scenario, web

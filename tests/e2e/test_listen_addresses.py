@@ -44,7 +44,7 @@ def _environment(tmp_path: Path, **settings: str) -> dict[str, str]:
 
 
 def _command() -> list[str]:
-    return [sys.executable, "-m", "services.cli.main", "service", "sim", "--scenario", str(SCENARIO), "--port", "0"]
+    return [sys.executable, "-m", "cli.main", "service", "sim", "--scenario", str(SCENARIO), "--port", "0"]
 
 
 class Running:

@@ -151,7 +151,7 @@ def test_the_command_line_never_repeats_a_password_it_was_given(tmp_path: Path):
     # short: pydantic elides the middle of a long value it repeats, which would hide a leak here
     env |= {"NODEWRIGHT_DATA_DIR": str(tmp_path), "NODEWRIGHT_DATABASE_URL": f"postgresql://u:{password}@h:1:2/d"}
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli.main", "migrate"],
+        [sys.executable, "-m", "cli.main", "migrate"],
         capture_output=True,
         text=True,
         env=env,

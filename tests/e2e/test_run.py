@@ -21,7 +21,7 @@ import nats
 import nats.errors
 import pytest
 
-from services.cli import report
+from cli import report
 from shared.bus.names import BusNames
 from shared.policy.audit import LogEntry
 from shared.runtime.servers import EmbeddedPostgres

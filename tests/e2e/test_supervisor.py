@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from services.cli import children as children_of
-from services.cli.children import Child, ChildExited
+from cli import children as children_of
+from cli.children import Child, ChildExited
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(120)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from shared.store.eventstore import EventStore
 from tests.e2e.processes import System, cli_environment, drop_run_log, environment, gone, pids, run_log_url, wait_for
 from tests.integration.test_termination import scenario

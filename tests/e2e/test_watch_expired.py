@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from shared.adapters.kube import KubeCluster
 from shared.store.eventstore import EventStore
 from tests.e2e.processes import Service, System, bound_pods, environment, wait_for

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.eventlog import audit_database, audit_file, export, fold_database, point_in_time
+from cli.audit import audit_database, audit_file, export, fold_database, point_in_time
 from shared.events.contracts import DisruptionCancelled
 from shared.policy.audit import LogEntry, replay
 from shared.store.eventstore import EventStore

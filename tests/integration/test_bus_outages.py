@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
 from shared.runtime.servers import EmbeddedNats, EmbeddedPostgres

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from tests.conftest import nodepool_doc
 from tests.factories import scenario_doc
 from tests.integration.world import START, World

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.eventlog import audit_database, audit_file, export
+from cli.audit import audit_database, audit_file, export
 from shared.events import contracts as c
 from shared.policy.anchors import Heads, read_heads
 from shared.policy.digests import Signer, event_key, linked, stored_payload_text
@@ -374,7 +374,7 @@ EDITED = [
 async def test_an_edited_export_fails_its_audit_and_is_counted_once(
     store: EventStore, migrated_url: str, tmp_path, edit, kinds
 ):
-    from services.cli import report as reporting
+    from cli import report as reporting
 
     await log(store)
     path = tmp_path / "log.jsonl"

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from services.cli.eventlog import audit_database, audit_file, export
+from cli.audit import audit_database, audit_file, export
 from shared.events import contracts as c
 from shared.policy.anchors import read_heads
 from shared.policy.counters import COUNTED_EVENTS

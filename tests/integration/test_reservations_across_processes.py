@@ -15,7 +15,7 @@ import json
 import asyncpg
 
 from benchmarks.strict_limits import Limits, apply_limits, log_peaks, race_processes
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from shared.config import driver_params
 from shared.store.eventstore import EventStore
 from tests.factories import created, new, terminated

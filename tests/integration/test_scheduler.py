@@ -10,7 +10,7 @@ from itertools import count
 
 import pytest
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from services.scheduler.service import SchedulerService
 from services.sim.service import SimService
 from shared.events import contracts as c

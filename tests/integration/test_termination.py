@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from services.cli.eventlog import audit_database
+from cli.audit import audit_database
 from services.sim.service import SimService
 from tests.conftest import nodepool_doc
 from tests.factories import scenario_doc

@@ -8,8 +8,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from services.cli.eventlog import audit_file
-from services.cli.main import app
+from cli.audit import audit_file
+from cli.main import app
 
 
 def _line(kind: str, position: int = 1) -> str:

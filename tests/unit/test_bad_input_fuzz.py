@@ -1,5 +1,5 @@
 """Large and deep documents never crash the loaders a user's file goes through: `validate`'s
-(`services.cli.validate.check_files`) gives a report per file, and a Scenario
+(`cli.validate.check_files`) gives a report per file, and a Scenario
 (`shared.runtime.scenarios.load_scenario`) is a Scenario or a ScenarioError; never a
 RecursionError, a MemoryError or any other exception. Depths run past the nesting limit (to 200),
 lists to 20,000 items, aliases fan out past the expansion limit."""
@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.cli.validate import check_files
+from cli.validate import check_files
 from shared.api.scenario import Scenario, ScenarioError
 from shared.runtime.scenarios import load_scenario
 from tests.conftest import nodepool_doc

@@ -12,8 +12,8 @@ import pydantic
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import children as children_of
-from services.cli.main import app
+from cli import children as children_of
+from cli.main import app
 from shared.config import Settings
 
 

@@ -1,4 +1,4 @@
-"""Output paths checked before any work (`services.cli.outputs`): each way a path cannot be
+"""Output paths checked before any work (`cli.outputs`): each way a path cannot be
 written is refused naming the option; a path that can is taken, and nothing is left behind."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.outputs import OutputError, check_directory, check_file
+from cli.outputs import OutputError, check_directory, check_file
 
 UNWRITABLE = Path("/proc/nodewright")
 """Not writable even for root: /proc takes no new file."""

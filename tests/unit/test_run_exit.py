@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.cli import run
+from cli import run
 
 DIED = {
     "disruption": {"count": 6, "reasons": {"OverflowError: date value out of range": 6}, "gave_up": True},

@@ -1,5 +1,5 @@
-"""A run told from its log alone (`services.cli.summary`) and written as a report
-(`services.cli.report`): the promises it checks, and the files it writes."""
+"""A run told from its log alone (`cli.summary`) and written as a report
+(`cli.report`): the promises it checks, and the files it writes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from services.cli import report
-from services.cli.summary import summarise
+from cli import report
+from cli.summary import summarise
 from shared.policy.audit import LogEntry, Replay
 
 T0 = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)  # a Monday

@@ -10,7 +10,7 @@ from typing import Any
 import typer.main
 import yaml
 
-from services.cli.main import app
+from cli.main import app
 
 try:  # typer 0.2x carries its own click
     from typer._click.exceptions import UsageError

@@ -13,7 +13,7 @@ import dockerfile
 import pytest
 import typer.main
 
-from services.cli.main import app
+from cli.main import app
 from tests.unit.deploy.support import DOCKERFILE, HEALTH_PORT, METRICS_PORT, ROOT, resolve
 
 BUILD_TOOLS = ("build-essential", "gcc", "g++", "make", "apt-get install", "apk add", "pip install")

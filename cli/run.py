@@ -13,8 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
-from services.cli import outputs, report, up
-from services.cli.failures import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_UNUSABLE
+from cli import outputs, report, up
+from cli.failures import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_UNUSABLE
 from shared.config import Settings
 from shared.runtime import runs
 from shared.runtime.scenarios import load_scenario

@@ -12,8 +12,13 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import make_url
 
-from services.cli.database import RunOption, with_database
+from cli.database import RunOption, with_database
 from shared.runtime.runs import Run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+    app.command("runs")(runs)
 
 
 def report(
@@ -25,8 +30,8 @@ def report(
 ) -> None:
     """Rebuild a run's report from its database (`--run NAME`, default: the configured database)
     or from an exported log (`--from-file`). Exit 1 when the audit finds a violation."""
-    from services.cli import report as reporting
-    from services.cli.outputs import OutputError, check_directory
+    from cli import report as reporting
+    from cli.outputs import OutputError, check_directory
 
     if from_file is not None and run is not None:
         typer.echo("error: give --run or --from-file, not both", err=True)

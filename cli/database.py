@@ -23,6 +23,7 @@ from shared.runtime.crashes import one_line
 if TYPE_CHECKING:
     from shared.bus.connection import BusSettings
     from shared.config import Settings
+    from shared.runtime.bus import LocalBus
 
 T = TypeVar("T")
 
@@ -73,6 +74,26 @@ def with_database(work: Callable[[str], Awaitable[T]], run: str | None = None) -
         raise typer.Exit(2) from None
     except pydantic.ValidationError as exc:
         typer.echo(f"error: {redact(setting_error(exc))}", err=True)
+        raise typer.Exit(2) from None
+
+
+def with_bus(work: Callable[[LocalBus], T]) -> T:
+    """Run `work` on NODEWRIGHT_NATS_URL, else on an embedded nats-server; exit 2 when the bus
+    cannot be reached within NODEWRIGHT_CONNECT_TIMEOUT or refuses this identity."""
+    import nats.errors
+
+    from shared.bus.names import BadDeployment
+    from shared.runtime.bus import local_bus
+
+    config = settings_or_exit()
+    try:
+        with local_bus(config) as bus:
+            loop.run(bus_answers(bus.acting_as("cli"), "cli", config.connect_timeout))
+            return work(bus)
+    except typer.Exit:
+        raise
+    except (OSError, RuntimeError, BadDeployment, nats.errors.Error, pydantic.ValidationError) as exc:
+        typer.echo(f"error: {redact(str(exc)) or type(exc).__name__}", err=True)
         raise typer.Exit(2) from None
 
 

@@ -24,6 +24,11 @@ service_app = typer.Typer(
     no_args_is_help=True,
 )
 
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(service_app, name="service")
+
+
 PortOption = Annotated[
     int, typer.Option("--port", min=0, max=65535, help="health and readiness port (0: any free one)")
 ]

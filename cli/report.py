@@ -11,8 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from services.cli.eventlog import AuditResult, audit_database, audit_file, open_store, read_jsonl
-from services.cli.summary import Timeline, story, summarise
+from cli.audit import AuditResult, audit_database, audit_file, read_jsonl
+from cli.migrate import open_store
+from cli.summary import Timeline, story, summarise
 from shared.policy.audit import LogEntry
 
 REASON_COLOURS = {

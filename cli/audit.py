@@ -1,5 +1,4 @@
-"""`nodewright migrate`, `audit`, `replay --at`, `events export|dead` and `relay --once`: the log,
-read back, and the bus.
+"""`nodewright audit`, `replay --at` and `events export`: the log, read back and checked.
 
 Audit and replay fold the log with the same pure code the store runs when it appends
 (`shared.policy.audit`), from the database or from an exported JSONL file.
@@ -7,7 +6,6 @@ Audit and replay fold the log with the same pure code the store runs when it app
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -17,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from services.cli.folding import fold_log
-from shared.bus.connection import BusSettings
+from cli.folding import fold_log
+from cli.migrate import open_store
 from shared.events.envelope import RecordedEvent
 from shared.events.registry import REGISTRY
 from shared.policy.anchors import Heads
@@ -30,27 +28,6 @@ from shared.policy.exported import TRAILER, FileChain, trailer_of
 from shared.runtime.inputs import json_lines
 from shared.store import integrity
 from shared.store.eventstore import EventStore
-from shared.store.migrate import current_revision, head_revision, upgrade
-
-
-class NotMigrated(RuntimeError):
-    pass
-
-
-async def migrate(url: str) -> str:
-    before, after = await upgrade(url)
-    if before == after:
-        return f"database already at revision {after}: nothing to do"
-    return f"database migrated from {before or 'empty'} to revision {after}"
-
-
-async def open_store(url: str, signing_key: bytes | None = None) -> EventStore:
-    """A store on a migrated database; `signing_key`: what it appends is signed."""
-    revision, head = await current_revision(url), head_revision()
-    if revision != head:
-        raise NotMigrated(f"the database is at revision {revision or 'none'}, not {head}: run `nodewright migrate`")
-    return EventStore.connect(url, pool_size=2, signing_key=signing_key)
-
 
 KEY_FILE_LIMIT = 4096
 
@@ -388,101 +365,3 @@ def render_point_in_time(view: dict[str, Any]) -> str:
 
 def _kv(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items())
-
-
-# --- deleting NodeClaims -----------------------------------------------------------------------------
-
-
-class NotFoundError(LookupError):
-    pass
-
-
-async def delete_nodeclaims(url: str, names: list[str], now: datetime, signing_key: bytes | None = None) -> list[str]:
-    """`kubectl delete nodeclaim` for nodewright: record each claim's deletion request (once,
-    however often asked), which termination carries out. The names of those asked for; a
-    claim the log does not know, or knows gone, is `NotFoundError` (nothing recorded for any)."""
-    from shared.events.contracts import NodeClaimDeletionRequested, NodeClaimEvent
-    from shared.events.envelope import NewEvent, only_event_id
-    from shared.store.units import unit
-
-    store = await open_store(url, signing_key)
-    try:
-        requests = []
-        for name in names:
-            history = await store.read_stream(NodeClaimEvent.stream_of(name))
-            if not history or history[-1].type in ("NodeClaimTerminated", "NodeClaimLaunchFailed"):
-                raise NotFoundError(f'nodeclaims.karpenter.sh "{name}" not found')
-            request = NodeClaimDeletionRequested(nodeclaim=name, nodepool=history[0].data["nodepool"], reason="Manual")
-            event = NewEvent.of(
-                request, occurred_at=now, producer="cli", event_id=only_event_id(request.stream_id, request.TYPE)
-            )
-            requests.append(unit(request.stream_id, None, [event]))
-        for result in await store.append_units(requests):
-            if isinstance(result, BaseException):
-                raise result
-        return names
-    finally:
-        await store.close()
-
-
-async def wait_terminated(url: str, names: list[str], timeout: float) -> list[str]:
-    """Wait until every claim is terminated; the names still not terminated at `timeout`."""
-    from shared.events.contracts import NodeClaimEvent
-
-    store = await open_store(url)
-    deadline = asyncio.get_running_loop().time() + timeout
-    try:
-        left = list(names)
-        while left and asyncio.get_running_loop().time() < deadline:
-            ended = []
-            for name in left:
-                history = await store.read_stream(NodeClaimEvent.stream_of(name))
-                if history and history[-1].type == "NodeClaimTerminated":
-                    ended.append(name)
-            left = [n for n in left if n not in ended]
-            if left:
-                await asyncio.sleep(0.5)
-        return left
-    finally:
-        await store.close()
-
-
-# --- the bus ------------------------------------------------------------------------------------------
-
-
-async def relay_once(database_url: str, bus: BusSettings) -> int:
-    """Publish what the outbox holds past the relay's checkpoint, once, as the relay."""
-    from shared.bus.relay import OutboxRelay
-    from shared.bus.setup import require_stream
-
-    store = await open_store(database_url)
-    nc = await bus.connect("relay", persistent=False)
-    try:
-        js = nc.jetstream()
-        await require_stream(js, bus.names.stream)
-        outbox = OutboxRelay(store, js, bus.names)
-        await outbox.drain()
-        return outbox.published
-    finally:
-        await nc.close()
-        await store.close()
-
-
-async def dead_letters(bus: BusSettings, service: str | None) -> list[dict[str, Any]]:
-    from shared.bus.dead import read_dead_letters
-
-    nc = await bus.connect("cli", persistent=False)
-    try:
-        return [d.to_dict() for d in await read_dead_letters(nc.jetstream(), bus.names, service)]
-    finally:
-        await nc.close()
-
-
-def render_dead_letters(letters: list[dict[str, Any]]) -> str:
-    if not letters:
-        return "no dead letters"
-    lines = []
-    for d in letters:
-        what = f"{d['event_type']} #{d['position']}" if d["event_type"] else "not an event"
-        lines.append(f"{d['at'] or '-'}  {d['service']}  {what}  on {d['subject']}\n    {d['reason']}")
-    return "\n".join(lines)

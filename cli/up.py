@@ -38,11 +38,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from services.cli import children as children_of
-from services.cli.children import Child, ChildExited
-from services.cli.database import reach_configured
-from services.cli.eventlog import migrate
-from services.cli.local_cluster import LocalCluster
+from cli import children as children_of
+from cli.children import Child, ChildExited
+from cli.database import reach_configured
+from cli.local_cluster import LocalCluster
+from cli.migrate import migrate
 from shared.bus.setup import set_up
 from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
