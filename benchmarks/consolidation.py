@@ -25,8 +25,8 @@ from shared.disruption.consolidation import Movable, evaluate, multi_node, singl
 from shared.disruption.drift import drift_command
 from shared.disruption.emptiness import emptiness
 from shared.disruption.simulation import ClusterView, Move
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 
 POOLS = 10
 NODE_CPU = 8

@@ -23,7 +23,7 @@ from shared.api.nodepool import DisruptionReason
 from shared.disruption.command import Command
 from shared.disruption.pricing import Replacement, cheaper, filter_out_same_instance_type, replacement
 from shared.disruption.simulation import ClusterView, Move, simulate
-from shared.scheduling.packing import PlannedClaim
+from shared.scheduling.values import PlannedClaim
 
 REASON = DisruptionReason.UNDERUTILIZED
 MULTI_NODE_MOST = 100

@@ -19,8 +19,8 @@ from shared.api.nodepool import DisruptionReason
 from shared.disruption.command import Command
 from shared.disruption.consolidation import ANOTHER_POOL, Movable, Replaceable, any_replacement
 from shared.disruption.simulation import ClusterView, simulate
-from shared.scheduling.packing import PlannedClaim
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import PlannedClaim
 
 REASON = DisruptionReason.DRIFTED
 NODEPOOL_DRIFTED = "NodePoolDrifted"

@@ -30,7 +30,7 @@ from shared.events.contracts import FORCEFUL_REASONS
 from shared.policy.budgets import blocked_by_budget_message
 from shared.policy.limits import NodeLimit, blocked_by_node_limit_message
 from shared.policy.overlimit import ClaimFacts
-from shared.scheduling.packing import PlannedClaim
+from shared.scheduling.values import PlannedClaim
 
 BUDGET = "Budget"
 NODE_HARD_LIMIT = "NodeHardLimit"

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Option, UnavailableOfferings
-from shared.scheduling.packing import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate, option_table, schedule
+from shared.scheduling.packing import option_table, schedule
 from shared.scheduling.topology import Running
+from shared.scheduling.values import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate
 
 
 @dataclass(frozen=True, slots=True)

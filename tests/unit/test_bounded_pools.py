@@ -32,8 +32,9 @@ from shared.policy.calendar import CalendarTooLarge, budget_calendar
 from shared.policy.limits import NodeLimit, exceeded_limits, remaining_resources
 from shared.policy.overlimit import ClaimFacts, lifetime_remaining
 from shared.policy.pods import PodFacts
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate, schedule
+from shared.scheduling.packing import schedule
 from shared.scheduling.requirements import Requirements, ValueSet
+from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 from shared.termination.pods import DrainPod
 from shared.termination.steps import Termination, drain
 from tests.conftest import nodepool_doc
