@@ -16,9 +16,9 @@ import pydantic
 import typer
 
 from shared.config import setting_error
+from shared.crashes import one_line
 from shared.redaction import location, redact
 from shared.runtime import loop
-from shared.runtime.crashes import one_line
 
 if TYPE_CHECKING:
     from shared.bus.connection import BusSettings

@@ -324,7 +324,7 @@ def _with_bus(work: Callable[[LocalBus], T]) -> T:
     import nats.errors
 
     from services.cli.database import bus_answers
-    from shared.bus.names import BadDeployment
+    from shared.deployment import BadDeployment
     from shared.runtime.bus import local_bus
 
     config = settings_or_exit()
