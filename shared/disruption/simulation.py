@@ -62,6 +62,21 @@ class Move:
 
 
 @dataclass(frozen=True, slots=True)
+class Movable:
+    """A consolidation candidate: where its pods would go from, and what it costs now."""
+
+    move: Move
+    nodepool: str
+    price: float
+    capacity_type: str
+    instance_type: str
+
+    @property
+    def nodeclaim(self) -> str:
+        return self.move.nodeclaim
+
+
+@dataclass(frozen=True, slots=True)
 class Simulation:
     new_claims: tuple[PlannedClaim, ...]
     """The claims the candidates' pods need (each holds at least one of them)."""

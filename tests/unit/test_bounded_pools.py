@@ -25,8 +25,9 @@ from shared.disruption.candidates import CandidatePod, NodeState
 from shared.disruption.consolidatable import consolidatable_at
 from shared.disruption.expiration import Expiring, expiration, next_expiry
 from shared.disruption.overlimit import over_limit
-from shared.disruption.passes import Node, PoolRules, World, forceful, graceful
+from shared.disruption.passes import forceful, graceful
 from shared.disruption.simulation import ClusterView
+from shared.disruption.world import Node, PoolRules, World
 from shared.policy.budgets import REASONS, DisruptionBudgets
 from shared.policy.calendar import CalendarTooLarge, budget_calendar
 from shared.policy.limits import NodeLimit, exceeded_limits, remaining_resources
