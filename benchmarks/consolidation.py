@@ -21,12 +21,14 @@ import time
 from decimal import Decimal
 
 from benchmarks.scheduling_shapes import catalog
-from shared.disruption.consolidation import Movable, evaluate, multi_node, single_node
+from shared.disruption.consolidation import evaluate
 from shared.disruption.drift import drift_command
 from shared.disruption.emptiness import emptiness
-from shared.disruption.simulation import ClusterView, Move
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate
+from shared.disruption.multinode import multi_node
+from shared.disruption.simulation import ClusterView, Movable, Move
+from shared.disruption.singlenode import single_node
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 
 POOLS = 10
 NODE_CPU = 8

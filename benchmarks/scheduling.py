@@ -33,8 +33,9 @@ from collections.abc import Callable
 
 from benchmarks.scheduling_shapes import catalog, pods, thirds_catalog, thirds_pods
 from shared.scheduling.offerings import InstanceOption
-from shared.scheduling.packing import PoolTemplate, schedule
+from shared.scheduling.packing import schedule
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import PoolTemplate
 
 UPSTREAM_PODS_PER_SECOND = 730.0  # the middle of Karpenter's published 680-780
 

@@ -20,9 +20,9 @@ from decimal import Decimal
 from shared.api.pod import PodAffinityTerm, TopologySpreadConstraint
 from shared.api.quantity import parse
 from shared.scheduling.offerings import InstanceOption, Offer
-from shared.scheduling.packing import PendingPod
 from shared.scheduling.requirements import Requirements
 from shared.scheduling.topology import PodTopology
+from shared.scheduling.values import PendingPod
 
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
 CPUS = ["100m", "250m", "500m", "1", "1.5"]

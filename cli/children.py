@@ -5,7 +5,7 @@ that keeps dying (`GIVE_UP` times without a minute up) is given up on (`ChildExi
 log's tail): `up` and `run` stop there and report it.
 
 Why each died is kept: the one-line summary it left in its termination-message file
-(`shared.runtime.crashes`), else the signal or exit code; the next process is told how often it
+(`shared.crashes`), else the signal or exit code; the next process is told how often it
 was restarted and why, so it can say on /readyz that it is in a crash loop."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared import crashes
 from shared.bus.service import PORT_FILE_ENV
+from shared.crashes import CRASH_LOOP, STABLE_SECONDS
 from shared.redaction import redact
-from shared.runtime import crashes
 from shared.runtime.bus import LocalBus
-from shared.runtime.crashes import CRASH_LOOP, STABLE_SECONDS
 
 STOP_SECONDS = 15.0
 FIRST_BACKOFF = 1.0

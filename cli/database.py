@@ -16,9 +16,9 @@ import pydantic
 import typer
 
 from shared.config import setting_error
+from shared.crashes import one_line
 from shared.redaction import location, redact
 from shared.runtime import loop
-from shared.runtime.crashes import one_line
 
 if TYPE_CHECKING:
     from shared.bus.connection import BusSettings
@@ -82,7 +82,7 @@ def with_bus(work: Callable[[LocalBus], T]) -> T:
     cannot be reached within NODEWRIGHT_CONNECT_TIMEOUT or refuses this identity."""
     import nats.errors
 
-    from shared.bus.names import BadDeployment
+    from shared.deployment import BadDeployment
     from shared.runtime.bus import local_bus
 
     config = settings_or_exit()

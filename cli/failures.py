@@ -30,8 +30,8 @@ from typing import Any, NoReturn
 
 import typer
 
+from shared import crashes
 from shared.redaction import configured_secrets, redact
-from shared.runtime import crashes
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
 LOG_NAME = "cli-errors.log"

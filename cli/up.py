@@ -48,10 +48,10 @@ from shared.bus.streams import forget_sim_world
 from shared.clock import AcceleratedClock
 from shared.config import Settings
 from shared.events.contracts import NodePoolEvent
+from shared.outages import OUTAGES
 from shared.runtime import loop, runs
 from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
-from shared.runtime.outages import OUTAGES
 from shared.runtime.scenarios import load_scenario
 from shared.runtime.servers import local_database_url
 from shared.store.eventstore import EventStore

@@ -16,6 +16,7 @@ from pydantic import ByteSize, Field, SecretStr, ValidationError, field_validato
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.clock import Clock, clock_from
+from shared.deployment import DEFAULT_DEPLOYMENT, check_deployment
 from shared.policy.digests import MIN_KEY_BYTES
 from shared.redaction import check_servers, check_url
 
@@ -177,7 +178,7 @@ class Settings(InputLimits, SigningKey):
     """SQLAlchemy async URL (postgresql+asyncpg://...); None starts an embedded PostgreSQL."""
     nats_url: str | None = None
     """nats://host:port of a JetStream-enabled server; None starts an embedded nats-server."""
-    deployment: str = "default"
+    deployment: str = DEFAULT_DEPLOYMENT
     """Prefixes the bus stream, every subject and every message id (`shared.bus.names`)."""
     nats_user: str | None = None
     nats_password: SecretStr | None = None
@@ -266,8 +267,6 @@ class Settings(InputLimits, SigningKey):
     @field_validator("deployment")
     @classmethod
     def _deployment_name(cls, value: str) -> str:
-        from shared.bus.names import check_deployment
-
         return check_deployment(value.strip())
 
     @field_validator("nats_url")

@@ -21,7 +21,7 @@ from shared.disruption.drift import Stamp
 from shared.disruption.pdbs import Pdb
 from shared.events.envelope import RecordedEvent
 from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
-from shared.scheduling.packing import PendingPod
+from shared.scheduling.values import PendingPod
 from shared.scheduling.view import Projection as SchedulingView
 from shared.scheduling.view import pending_pod
 

@@ -30,7 +30,9 @@ from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.disruption.candidates import Blocked
 from shared.disruption.command import Command
-from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, Found, PoolBlocked, World, forceful, graceful
+from shared.disruption.method import Found
+from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, PoolBlocked, forceful, graceful
+from shared.disruption.world import World
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.kube.nodeclaims import READS, NodeClaimRecords

@@ -11,11 +11,10 @@ from shared.api.labels import DELETION_COST_ANNOTATION, DO_NOT_DISRUPT_ANNOTATIO
 from shared.api.nodepool import ConsolidationPolicy, DisruptionReason, NodePool
 from shared.disruption.candidates import CandidatePod, NodeState
 from shared.disruption.consolidatable import consolidatable_at
-from shared.disruption.consolidation import Movable
 from shared.disruption.drift import drift_reason
-from shared.disruption.passes import Node, PoolRules, World
 from shared.disruption.pdbs import Member, disruptions_allowed
-from shared.disruption.simulation import ClusterView, Move
+from shared.disruption.simulation import ClusterView, Movable, Move
+from shared.disruption.world import Node, PoolRules, World
 from shared.kube.nodeclaims import Judgment
 from shared.policy.counters import PoolCounters
 from shared.policy.limits import NodeLimit

@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from services.relay.service import RelayService
+from shared import crashes
 from shared.bus.connection import BusSettings
 from shared.config import settings
-from shared.runtime import crashes, logs
+from shared.runtime import logs
 from shared.runtime.process import serve
 from shared.store.eventstore import EventStore
 

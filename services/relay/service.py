@@ -23,7 +23,7 @@ from shared.bus.relay import GAP_POLL, OutboxRelay
 from shared.bus.service import ServiceShell
 from shared.bus.setup import NotSetUp, require_stream
 from shared.events.envelope import RecordedEvent
-from shared.runtime.outages import OUTAGES, Backoff
+from shared.outages import OUTAGES, Backoff
 from shared.store.eventstore import EventStore, NotLeader
 from shared.store.leader import LeaderLock
 from shared.store.sql import EVENTS_CHANNEL

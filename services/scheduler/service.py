@@ -47,8 +47,9 @@ from shared.runtime.nodeclaims import NodeClaimWriter
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
-from shared.scheduling.packing import Bound, Plan, PlannedClaim, schedule
+from shared.scheduling.packing import schedule
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import Bound, Plan, PlannedClaim
 from shared.scheduling.view import ClaimInFlight, Projection
 from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
 from shared.store.leader import LeaderLock

@@ -17,10 +17,11 @@ from services.sim.api.rbac import Users, UsersError
 from services.sim.api.server import ApiOptions
 from services.sim.journal import JOURNAL_FORMAT
 from services.sim.service import SimService, UnknownStep
+from shared import crashes
 from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
 from shared.config import settings
-from shared.runtime import crashes, logs, tls
+from shared.runtime import logs, tls
 from shared.runtime.process import serve
 from shared.runtime.scenarios import load_scenario
 

@@ -30,7 +30,7 @@ from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from shared.bus.names import MSG_ID, BusNames
 from shared.bus.setup import require_stream
-from shared.runtime.outages import OUTAGES, Backoff
+from shared.outages import OUTAGES, Backoff
 
 log = structlog.get_logger("nodewright.sim")
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"

@@ -32,6 +32,7 @@ from shared.bus.work import WorkConsumer, still_working
 from shared.clock import Clock
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent, RecordedEvent
+from shared.outages import OUTAGES
 from shared.ports.cloud import CloudProvider, InstanceNotFound
 from shared.ports.cluster import (
     NODE,
@@ -45,7 +46,6 @@ from shared.ports.cluster import (
     NotFound,
 )
 from shared.runtime import logs
-from shared.runtime.outages import OUTAGES
 from shared.runtime.recorder import Recorder
 from shared.store.eventstore import EventStore, unit
 from shared.termination import steps

@@ -25,9 +25,9 @@ from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.events.envelope import NewEvent
+from shared.outages import OUTAGES
 from shared.policy.counters import ReservationError
 from shared.ports.cluster import Cluster, ClusterError, Gone, NotFound, WatchEvent
-from shared.runtime.outages import OUTAGES
 from shared.store.eventstore import EventStore, unit
 
 PRODUCER = "watcher"

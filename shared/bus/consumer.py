@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from shared.bus.dead import DeadLetters
 from shared.bus.wire import Malformed, problems
 from shared.events.envelope import RecordedEvent
-from shared.runtime.outages import is_outage
+from shared.outages import is_outage
 
 MAX_DELIVER = 5
 NACK_DELAY = 0.2

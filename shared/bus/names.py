@@ -7,14 +7,11 @@ NATS server never see, nor de-duplicate, each other's messages.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 
+from shared.deployment import DEFAULT_DEPLOYMENT, check_deployment
 from shared.events.envelope import stream_kind
-
-DEFAULT_DEPLOYMENT = "default"
-_DEPLOYMENT = re.compile(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?")
 
 MSG_ID = "Nats-Msg-Id"
 POSITION = "Nodewright-Position"
@@ -24,21 +21,6 @@ STORE = "Nodewright-Store"
 REASON = "Nodewright-Dead-Reason"
 ORIGINAL_SUBJECT = "Nodewright-Original-Subject"
 DEAD_SERVICE = "Nodewright-Service"
-
-
-class BadDeployment(ValueError):
-    pass
-
-
-def check_deployment(name: str) -> str:
-    """A deployment name is a lowercase DNS label of at most 32 characters: it becomes a subject
-    token, part of a stream name and of every user name."""
-    if not _DEPLOYMENT.fullmatch(name):
-        raise BadDeployment(
-            f"NODEWRIGHT_DEPLOYMENT {name!r}: must be 1-32 lowercase letters, digits or '-',"
-            " starting and ending with a letter or digit"
-        )
-    return name
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from shared.bus.relay import read_checkpoint
 from shared.bus.service import ServiceShell, StartupError
 from shared.bus.wire import Malformed, check_message, contract, decode
 from shared.events.envelope import RecordedEvent
-from shared.runtime.outages import OUTAGES, Backoff
+from shared.outages import OUTAGES, Backoff
 from shared.store.eventstore import EventStore
 from shared.store.gaps import GapWatch
 

@@ -8,7 +8,7 @@
   every start-up step (a projection's catch-up from the store) runs, and the
   subscribers start; whatever fails is tried again with backoff while `/readyz` says why.
 - `/healthz`, `/readyz` (connected to NATS, every readiness check passing, not in a crash loop
-  its supervisor told it of: `shared.runtime.crashes`) and `/metrics` on the
+  its supervisor told it of: `shared.crashes`) and `/metrics` on the
   service's own port, so several services run on one host; they listen on
   `NODEWRIGHT_HEALTH_ADDRESS` (every interface by default), and /metrics on
   `NODEWRIGHT_METRICS_ADDRESS`, at a port of its own when that address has one.
@@ -32,12 +32,12 @@ from faststream.nats import NatsBroker, NatsRouter
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from shared import crashes
 from shared.bus import trust
 from shared.bus.connection import BusSettings
 from shared.bus.consumer import DeadLetters, outcome_counter
 from shared.config import settings
-from shared.runtime import crashes
-from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
+from shared.outages import OUTAGES, Backoff, unless_stopping
 
 TICK = 2.0
 GRACEFUL_SECONDS = 10.0

@@ -17,7 +17,7 @@ from shared.bus.names import BusNames
 from shared.bus.service import StartupError
 from shared.bus.streams import DUPLICATE_WINDOW_SECONDS, ensure, sim_journal_config, stream_config
 from shared.bus.topology import WORK, Work
-from shared.runtime.outages import OUTAGES
+from shared.outages import OUTAGES
 
 SETUP = "nodewright bus setup"
 WORK_ACK_WAIT = 30.0

@@ -6,7 +6,8 @@ and of the same version: a new hashing scheme never drifts a whole fleet). `Requ
 the claim's labels no longer satisfy the pool's requirements (a new required key, narrowed
 values, DoesNotExist on a key it has); broadening values or loosening to Exists does not drift.
 The first that holds is the reason. Drifted claims go empty ones first, then oldest drift first,
-one per pass, replaced first by as many claims as their pods need (`drift_command`).
+one per pass, replaced first by as many claims as their pods need (`drift_command`). `Drift` is
+the method (`method.Method`) the graceful pass asks after Emptiness.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.api.nodepool import DisruptionReason
+from shared.disruption.candidates import Blocked, Candidate
 from shared.disruption.command import Command
-from shared.disruption.consolidation import ANOTHER_POOL, Movable, Replaceable, any_replacement
-from shared.disruption.simulation import ClusterView, simulate
-from shared.scheduling.packing import PlannedClaim
+from shared.disruption.consolidation import ANOTHER_POOL, Replaceable, any_replacement
+from shared.disruption.method import EVENTUAL, Found, Outcome, Round
+from shared.disruption.simulation import ClusterView, Movable, simulate
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import PlannedClaim
 
 REASON = DisruptionReason.DRIFTED
 NODEPOOL_DRIFTED = "NodePoolDrifted"
@@ -109,3 +112,32 @@ def drift_command(
         command = Command(REASON, (candidate.nodeclaim,), replacements=replacements)
         return DriftDecision(command, blocked, tuple(limited), simulation.new_claims)
     return DriftDecision(None, blocked, tuple(limited))
+
+
+class Drift:
+    """The method: the drifted candidates of the eventual class (a blocking PDB or do-not-disrupt
+    pod does not stop it), one per pass, in `drift_order`."""
+
+    reason = REASON
+    disruption_class = EVENTUAL
+    consolidation_type = ""
+
+    def should_disrupt(self, round_: Round, candidate: Candidate) -> bool:
+        return bool(round_.node(candidate).drift)
+
+    def compute_commands(
+        self, round_: Round, budgets: Mapping[str, int | None], chosen: Sequence[Candidate]
+    ) -> Outcome:
+        nodes, now = round_.nodes, round_.world.now
+        ordered = drift_order([DriftedClaim(c.nodeclaim, c.empty, round_.node(c).drifted_since or now) for c in chosen])
+        movables = [m for name in ordered if (m := nodes[name].movable) is not None]
+        decision = drift_command(movables, round_.cluster, budgets, replaceable=round_.replaceable)
+        blocked = tuple(
+            Blocked(name, nodes[name].state.node, "Unschedulable", f"Cannot disrupt NodeClaim: {why}")
+            for name, why in decision.blocked.items()
+        )
+        if decision.command is None:
+            return Outcome((), blocked, decision.limited)
+        pool = nodes[decision.command.candidates[0]].state.nodepool
+        found = Found(decision.command, pool, self.consolidation_type, None, decision.new_claims)
+        return Outcome((found,), blocked, decision.limited)

@@ -1,7 +1,8 @@
 """Emptiness (upstream's `pkg/controllers/disruption/emptiness.go`, reason Empty): every empty,
 Consolidatable candidate that its pool's budget still allows goes, all in one delete command. A pool
 whose consolidateAfter is Never is never emptied (`Unconsolidatable`); a pool with empty candidates
-and no budget left says so on the NodePool (`DisruptionBlocked`), once per pass."""
+and no budget left says so on the NodePool (`DisruptionBlocked`), once per pass. `Emptiness` is
+the method (`method.Method`) the graceful pass asks first."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from shared.api.nodepool import DisruptionReason
 from shared.disruption.candidates import Candidate
 from shared.disruption.command import Command
 from shared.disruption.consolidatable import disabled_message
+from shared.disruption.method import GRACEFUL, Found, Outcome, Round
 from shared.policy.budgets import blocked_by_budget_message
 
 REASON = DisruptionReason.EMPTY
 
 
 @dataclass(frozen=True, slots=True)
-class Emptiness:
+class EmptinessDecision:
     command: Command | None
     budget_blocked: tuple[str, ...] = ()
     """Pools with empty candidates their budget did not allow: upstream's message on each."""
@@ -36,7 +38,7 @@ def emptiness(
     remaining: Mapping[str, int | None],
     disabled: Callable[[str], bool],
     consolidatable: Callable[[Candidate], bool],
-) -> Emptiness:
+) -> EmptinessDecision:
     """`remaining`: each pool's Empty budget left now (None: unbounded; a pool not listed has
     none); `disabled(pool)`: its consolidateAfter is Never; `consolidatable(candidate)`: its
     consolidateAfter has passed since its last pod event."""
@@ -61,4 +63,35 @@ def emptiness(
         if budget is not None:
             left[c.nodepool] = budget - 1
     command = Command(REASON, tuple(chosen)) if chosen else None
-    return Emptiness(command, tuple(blocked), off)
+    return EmptinessDecision(command, tuple(blocked), off)
+
+
+class Emptiness:
+    """The method: every empty, Consolidatable candidate its pool's budget allows, cheapest to
+    disrupt first, in one delete command per pool."""
+
+    reason = REASON
+    disruption_class = GRACEFUL
+    consolidation_type = "empty"
+
+    def should_disrupt(self, round_: Round, candidate: Candidate) -> bool:
+        return candidate.empty and round_.consolidatable(candidate)
+
+    def compute_commands(
+        self, round_: Round, budgets: Mapping[str, int | None], chosen: Sequence[Candidate]
+    ) -> Outcome:
+        pools = round_.world.pools
+        decided = emptiness(
+            round_.cheapest_first(chosen),
+            remaining=budgets,
+            disabled=lambda pool: pools[pool].consolidate_after is None,
+            consolidatable=round_.consolidatable,
+        )
+        if decided.command is None:
+            return Outcome()
+        names = decided.command.candidates
+        found = []
+        for pool in dict.fromkeys(round_.nodes[name].state.nodepool for name in names):
+            mine = tuple(name for name in names if round_.nodes[name].state.nodepool == pool)
+            found.append(Found(Command(decided.command.reason, mine), pool, self.consolidation_type))
+        return Outcome(tuple(found))

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Option, UnavailableOfferings
-from shared.scheduling.packing import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate, option_table, schedule
+from shared.scheduling.packing import option_table, schedule
 from shared.scheduling.topology import Running
+from shared.scheduling.values import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,21 @@ class Move:
     nodeclaim: str
     node: str
     pods: tuple[PendingPod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Movable:
+    """A consolidation candidate: where its pods would go from, and what it costs now."""
+
+    move: Move
+    nodepool: str
+    price: float
+    capacity_type: str
+    instance_type: str
+
+    @property
+    def nodeclaim(self) -> str:
+        return self.move.nodeclaim
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import structlog
 from prometheus_client import Gauge
 
 from shared.bus.projection import ProjectionConsumer
-from shared.runtime.outages import OUTAGES
+from shared.outages import OUTAGES
 from shared.store.errors import NotLeader, StoreError
 from shared.store.leader import LeaderLock
 

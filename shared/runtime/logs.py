@@ -36,9 +36,9 @@ import structlog
 import typer
 from structlog.typing import EventDict, WrappedLogger
 
+from shared import crashes
 from shared.clock import SystemClock
 from shared.redaction import MASK, SECRET_KEYS, configured_secrets, redact
-from shared.runtime import crashes
 
 FORMAT_ENV = "NODEWRIGHT_LOG_FORMAT"
 LEVEL_ENV = "NODEWRIGHT_LOG_LEVEL"
@@ -265,7 +265,7 @@ def _text(stream: TextIO, secrets: Iterable[str]) -> Any:
 def _uncaught(kind: type[BaseException], value: BaseException, tb: Any) -> None:
     """An exception nothing caught ends the process: said once, in the log's shape and masked,
     and its one-line summary left where the supervisor or the kubelet reads it
-    (`shared.runtime.crashes`)."""
+    (`shared.crashes`)."""
     if issubclass(kind, KeyboardInterrupt):
         sys.__excepthook__(kind, value, tb)
         return

@@ -37,8 +37,8 @@ from shared.kube.nodeclaims import (
     nodeclaim_object,
     nodeclaim_status,
 )
+from shared.outages import OUTAGES
 from shared.ports.cluster import NODE, NODECLAIM, Cluster, ClusterError, NotFound
-from shared.runtime.outages import OUTAGES
 
 AT_ONCE = 16
 """Objects written at once: a thousand claims launched together do not open a thousand requests."""

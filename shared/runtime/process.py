@@ -9,13 +9,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared import crashes
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
+from shared.outages import OUTAGES, Backoff, unless_stopping
 from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import Cluster
-from shared.runtime import crashes, loop
-from shared.runtime.outages import OUTAGES, Backoff, unless_stopping
+from shared.runtime import loop
 from shared.store.eventstore import EventStore
 
 log = logging.getLogger("nodewright")

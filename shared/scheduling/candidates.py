@@ -34,7 +34,7 @@ from shared.scheduling.rules import ZERO, min_values_met, pin, pinned_to, tolera
 from shared.scheduling.topology import Blocked
 
 if TYPE_CHECKING:
-    from shared.scheduling.packing import PendingPod, PlannedClaim
+    from shared.scheduling.values import PendingPod, PlannedClaim
 
 
 @dataclass(slots=True, eq=False)

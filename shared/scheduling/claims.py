@@ -11,7 +11,8 @@ from typing import Any
 from shared.api.quantity import format_quantity, parse
 from shared.events import contracts as c
 from shared.scheduling.offerings import InstanceOption, Offer
-from shared.scheduling.packing import PlannedClaim, claim_requirements
+from shared.scheduling.packing import claim_requirements
+from shared.scheduling.values import PlannedClaim
 
 
 def claim_name(nodepool: str) -> str:

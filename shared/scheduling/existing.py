@@ -22,7 +22,7 @@ from shared.scheduling.rules import ZERO, tolerated
 from shared.scheduling.topology import Blocked
 
 if TYPE_CHECKING:
-    from shared.scheduling.packing import NodeCapacity, PendingPod
+    from shared.scheduling.values import NodeCapacity, PendingPod
 
 _ANY = EMPTY  # a resource the pod does not ask for: any amount will do
 _ONE = Decimal(1)  # a pod slot

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from shared.api.core import Taint, TaintEffect, Toleration
 from shared.api.labels import ZONE_LABEL
 from shared.scheduling.offerings import Option
 from shared.scheduling.requirements import Requirements, ValueSet
-
-if TYPE_CHECKING:
-    from shared.scheduling.packing import PendingPod
 
 ZERO = Decimal(0)
 
@@ -55,7 +52,14 @@ def pin(requirements: Requirements, zones: list[str] | None, offered: Iterable[s
     return True
 
 
-def with_pod(used: Mapping[str, Decimal], pod: PendingPod) -> dict[str, Decimal]:
+class _Requesting(Protocol):
+    """A pod as `with_pod` sees it (`values.PendingPod`): this module sits below the values."""
+
+    @property
+    def requests(self) -> Mapping[str, Decimal]: ...
+
+
+def with_pod(used: Mapping[str, Decimal], pod: _Requesting) -> dict[str, Decimal]:
     """`used` with the pod's requests and one pod more."""
     out = dict(used)
     for name, value in pod.requests.items():

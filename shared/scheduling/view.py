@@ -21,9 +21,9 @@ from shared.api.quantity import parse
 from shared.api.validation import validate_nodepool
 from shared.events.envelope import RecordedEvent
 from shared.scheduling.offerings import DaemonSetPods, node_daemon_overhead
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate
 from shared.scheduling.requirements import Requirements, ValueSet
 from shared.scheduling.topology import PodTopology, Running
+from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 
 _ZERO = Decimal(0)
 

@@ -59,7 +59,7 @@ def test_a_run_whose_service_crashed_exits_3_saying_which_how_often_and_why(
 
 def test_without_the_hook_no_service_crashes_on_purpose():
     """The hook is off unless set: the services' own processes never read it otherwise."""
-    from shared.runtime.crashes import crash_hook
+    from shared.crashes import crash_hook
 
     assert crash_hook("watcher", {}) is None
     assert crash_hook("watcher", {"NODEWRIGHT_TEST_CRASH": "scheduler:1"}) is None

@@ -1,5 +1,5 @@
 """Every service stops on SIGTERM while the servers it needs are out of reach: a NATS connection
-that retries for ever must not keep the process alive (`shared.runtime.outages.unless_stopping`)."""
+that retries for ever must not keep the process alive (`shared.outages.unless_stopping`)."""
 
 from __future__ import annotations
 

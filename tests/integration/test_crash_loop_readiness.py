@@ -12,7 +12,7 @@ import pytest
 
 from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell
-from shared.runtime.crashes import CRASH_LOOP, History
+from shared.crashes import CRASH_LOOP, History
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,7 +21,7 @@ from shared.bus.connection import BusSettings
 from shared.bus.names import MSG_ID, POSITION, STORE, BusNames
 from shared.bus.relay import OutboxRelay, read_checkpoint
 from shared.bus.streams import ensure_stream
-from shared.runtime.outages import OUTAGES
+from shared.outages import OUTAGES
 from shared.store.eventstore import EventStore, NotLeader
 from shared.store.leader import LeaderLock
 from tests.factories import applied, created, insert_applied, new

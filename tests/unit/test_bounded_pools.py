@@ -25,15 +25,17 @@ from shared.disruption.candidates import CandidatePod, NodeState
 from shared.disruption.consolidatable import consolidatable_at
 from shared.disruption.expiration import Expiring, expiration, next_expiry
 from shared.disruption.overlimit import over_limit
-from shared.disruption.passes import Node, PoolRules, World, forceful, graceful
+from shared.disruption.passes import forceful, graceful
 from shared.disruption.simulation import ClusterView
+from shared.disruption.world import Node, PoolRules, World
 from shared.policy.budgets import REASONS, DisruptionBudgets
 from shared.policy.calendar import CalendarTooLarge, budget_calendar
 from shared.policy.limits import NodeLimit, exceeded_limits, remaining_resources
 from shared.policy.overlimit import ClaimFacts, lifetime_remaining
 from shared.policy.pods import PodFacts
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate, schedule
+from shared.scheduling.packing import schedule
 from shared.scheduling.requirements import Requirements, ValueSet
+from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 from shared.termination.pods import DrainPod
 from shared.termination.steps import Termination, drain
 from tests.conftest import nodepool_doc

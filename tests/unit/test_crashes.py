@@ -1,5 +1,5 @@
 """Why a process died, in one line, and what a restarted one is told: the pure parts of
-`shared.runtime.crashes` (the processes themselves: tests/e2e/test_supervisor.py)."""
+`shared.crashes` (the processes themselves: tests/e2e/test_supervisor.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared.runtime import crashes
-from shared.runtime.crashes import CRASH_LOOP, STABLE_SECONDS, History
+from shared import crashes
+from shared.crashes import CRASH_LOOP, STABLE_SECONDS, History
 
 
 @pytest.mark.parametrize(

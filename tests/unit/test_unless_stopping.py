@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from shared.runtime.outages import unless_stopping
+from shared.outages import unless_stopping
 
 
 async def test_the_result_when_the_work_ends_first():

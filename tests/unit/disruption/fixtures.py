@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from shared.disruption.consolidation import Movable
-from shared.disruption.simulation import ClusterView, Move
+from shared.disruption.simulation import ClusterView, Movable, Move
 from shared.scheduling.offerings import InstanceOption, Offer
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 
 GI = Decimal(2**30)
 

@@ -8,11 +8,12 @@ from dataclasses import replace
 
 from shared.api.nodepool import Requirement
 from shared.disruption.command import Decision
-from shared.disruption.consolidation import multi_node, single_node
+from shared.disruption.multinode import multi_node
 from shared.disruption.pricing import NOT_CHEAPER
 from shared.disruption.simulation import Move, simulate
-from shared.scheduling.packing import PoolTemplate
+from shared.disruption.singlenode import single_node
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import PoolTemplate
 from tests.unit.disruption.fixtures import cluster, movable, node, pod
 
 

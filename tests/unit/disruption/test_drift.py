@@ -19,8 +19,8 @@ from shared.disruption.drift import (
     drift_order,
     drift_reason,
 )
-from shared.scheduling.packing import PoolTemplate
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import PoolTemplate
 from tests.unit.disruption.fixtures import cluster, movable, node, pod
 
 T0 = datetime(2026, 11, 24, 12, tzinfo=UTC)

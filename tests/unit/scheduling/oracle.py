@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.scheduling import packing
+from shared.scheduling.values import Plan
 from tests.unit.scheduling import baseline_pass
 
 
@@ -30,7 +31,7 @@ def shape(plan: Any) -> tuple[Any, ...]:
     return plan.placed, claims, plan.unplaced, plan.ignored
 
 
-def schedule(pods: Any, nodes: Any, pools: Any, catalog: Any, **kw: Any) -> packing.Plan:
+def schedule(pods: Any, nodes: Any, pools: Any, catalog: Any, **kw: Any) -> Plan:
     pods, nodes, pools = list(pods), list(nodes), list(pools)
     if "running" in kw:
         kw["running"] = list(kw["running"])

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from shared.api.core import Requirement, Taint, Toleration
 from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Offer
-from shared.scheduling.packing import NodeCapacity, PendingPod, PoolTemplate, claim_requirements
+from shared.scheduling.packing import claim_requirements
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 from tests.unit.scheduling.oracle import schedule
 
 GI = Decimal(2**30)

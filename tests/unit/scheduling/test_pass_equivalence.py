@@ -21,9 +21,9 @@ from shared.api.core import Requirement, Taint, Toleration
 from shared.api.pod import PodAffinityTerm, TopologySpreadConstraint
 from shared.scheduling import existing, packing
 from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Offer
-from shared.scheduling.packing import Bound, NodeCapacity, PendingPod, PoolTemplate
 from shared.scheduling.requirements import Requirements
 from shared.scheduling.topology import PodTopology
+from shared.scheduling.values import Bound, NodeCapacity, PendingPod, PoolTemplate
 from tests.unit.scheduling.oracle import schedule, shape
 
 GI = Decimal(2**30)
