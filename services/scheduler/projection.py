@@ -40,6 +40,9 @@ class Projection(SchedulingView):
     deleting: set[str] = field(default_factory=set)  # claims termination is carrying out: theirs alone
     owed: dict[tuple[str, str], Owed] = field(default_factory=dict)  # (claim, step type) -> the step
 
+    def __post_init__(self) -> None:
+        self.cluster.keep_facts = False  # the scheduler reads where pods run, not their facts
+
     def take(self, recorded: RecordedEvent) -> None:
         """The scheduler's own step first (a deleted node's claim is read before the view drops
         the node), then the view's."""

@@ -52,6 +52,9 @@ class Cluster:
     on_node: dict[str, set[str]] = field(default_factory=dict)
     nodes: dict[str, str | None] = field(default_factory=dict)
     """Live node -> the claim its NodeRegistered names."""
+    keep_facts: bool = True
+    """Keep each pod's PodPending and PodBound facts (`PodState.pending`, `bound`): a projection
+    that reads only where pods run (the scheduler's) keeps none, and holds no model per pod."""
     gone: tuple[PodState, ...] = ()
     """The pods the last event removed (PodDeleted) or unbound (NodeDeleted), as they were: for
     a projection's own step that follows."""
@@ -79,12 +82,14 @@ class Cluster:
 
 def _pending(p: Cluster, e: c.PodPending, r: RecordedEvent) -> None:
     pod = p._pod(e.namespace, e.name, e.uid)
-    pod.pending, pod.bound = e, []
+    if p.keep_facts:
+        pod.pending, pod.bound = e, []
 
 
 def _bound(p: Cluster, e: c.PodBound, r: RecordedEvent) -> None:
     pod = p._pod(e.namespace, e.name, e.uid)
-    pod.bound.append(e)
+    if p.keep_facts:
+        pod.bound.append(e)
     if pod.node is not None:
         p.on_node.get(pod.node, set()).discard(pod.key)
     pod.node, pod.started_at = e.node, r.occurred_at
