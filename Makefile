@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.e2e
 	$(BIN)/python -m benchmarks.consolidation
 	$(BIN)/python -m benchmarks.cluster_api
+	$(BIN)/python -m benchmarks.projections
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

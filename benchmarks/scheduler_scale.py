@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks.scheduling_shapes import catalog
+from services.scheduler.projection import Projection
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
 from shared.scheduling.packing import schedule
-from shared.scheduling.view import Projection
 
 T0 = datetime(2026, 11, 25, tzinfo=UTC)
 ZONES = ("test-zone-1", "test-zone-2")

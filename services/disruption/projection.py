@@ -3,6 +3,8 @@ and their room, pods bound and pending, claims in flight: what a consolidation s
 and beside it each claim's life (when it was created and initialized, what it launched as, its
 drift stamp, its last pod event, the last log position that touched it), the pods' disruption
 facts, the PodDisruptionBudgets, the commands under way and the `DisruptionBlocked` already said.
+Which pod runs where is the shared cluster fold's (`shared.projections.cluster`), which the
+scheduling view applies: disruption reads its pods there.
 
 Pure: `apply` takes recorded events in position order.
 """
@@ -19,11 +21,14 @@ from shared.api.nodepool import NodePool
 from shared.api.pod import LabelSelector
 from shared.disruption.drift import Stamp
 from shared.disruption.pdbs import Pdb
+from shared.events import contracts as c
+from shared.events.decode import Step, dispatch, handled
 from shared.events.envelope import RecordedEvent
 from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
+from shared.projections.cluster import STEPS as CLUSTER_STEPS
+from shared.projections.cluster import PodState
 from shared.scheduling.values import PendingPod
-from shared.scheduling.view import Projection as SchedulingView
-from shared.scheduling.view import pending_pod
+from shared.scheduling.view import VIEW_STEPS, SchedulingView, pending_pod
 
 _UNSTAMPED = Stamp(None, None)
 
@@ -49,31 +54,68 @@ class Claim:
     touched: int = 0
 
 
-@dataclass(slots=True)
+_OVERLAID = ("uid", "requests", "labels", "owner_kind", "affinity", "annotations", "tolerations", "priority")
+"""The fields a PodBound lays over its pod's PodPending when it sets them (not empty)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
-    namespace: str
-    name: str
-    spec: dict[str, Any] = field(default_factory=dict)
-    """The latest PodPending payload, PodBound's fields laid over it."""
-    node: str | None = None
-    started_at: datetime | None = None
+    """A pod as disruption reads it: its last PodPending, each PodBound's fields laid over it."""
+
+    state: PodState
+
+    @property
+    def namespace(self) -> str:
+        return self.state.namespace
+
+    @property
+    def name(self) -> str:
+        return self.state.name
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return self.state.key
+
+    @property
+    def node(self) -> str | None:
+        return self.state.node
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.state.started_at
 
     @property
     def owner_kind(self) -> str | None:
-        kind = self.spec.get("owner_kind")
-        return kind if isinstance(kind, str) else None
+        return self.state.owner_kind
+
+    def _fact(self, name: str) -> Any:
+        """The last non-empty value a PodBound set, else its PodPending's (None: neither)."""
+        for bound in reversed(self.state.bound):
+            if value := getattr(bound, name):
+                return value
+        return getattr(self.state.pending, name) if self.state.pending is not None else None
 
     @property
     def annotations(self) -> Mapping[str, str]:
-        return self.spec.get("annotations") or {}
+        return self._fact("annotations") or {}
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self._fact("labels") or {}
+
+    @property
+    def tolerations(self) -> list[dict[str, Any]]:
+        return self._fact("tolerations") or []
+
+    @property
+    def priority(self) -> int | None:
+        return self._fact("priority")
 
     def pending(self) -> PendingPod:
         """The pod as a scheduling pass takes it: what a simulation moves elsewhere."""
-        return pending_pod(self.spec, self.started_at or datetime.min)
+        base = self.state.pending or c.PodPending(namespace=self.namespace, name=self.name)
+        update = {name: value for name in _OVERLAID if (value := self._fact(name))}
+        return pending_pod(base.model_copy(update=update), self.started_at or datetime.min)
 
 
 @dataclass(slots=True)
@@ -113,8 +155,6 @@ class Projection:
     stamps: dict[str, Stamp] = field(default_factory=dict)  # pool -> its template's drift hash, once per spec
     claims: dict[str, Claim] = field(default_factory=dict)
     node_claims: dict[str, str] = field(default_factory=dict)  # node -> claim
-    pods: dict[str, Pod] = field(default_factory=dict)
-    on_node: dict[str, set[str]] = field(default_factory=dict)
     pdbs: dict[str, Pdb] = field(default_factory=dict)
     commands: dict[str, Command] = field(default_factory=dict)
     initialized: set[str] = field(default_factory=set)  # claims whose NodeClaimInitialized is in the log
@@ -124,17 +164,18 @@ class Projection:
     def apply(self, event: RecordedEvent) -> None:
         self.position = max(self.position, event.position)
         self.view.apply((event,))
-        step = _STEPS.get(event.type)
-        if step is not None:
-            step(self, event.data, event.occurred_at, event.position)
+        dispatch(self, _STEPS, event)
 
     def live_commands(self) -> list[Command]:
-        return [c for c in self.commands.values() if not c.done]
+        return [cmd for cmd in self.commands.values() if not cmd.done]
 
     def pods_on(self, node: str | None) -> list[Pod]:
         if node is None:
             return []
-        return [self.pods[k] for k in sorted(self.on_node.get(node, ())) if k in self.pods]
+        return [Pod(state) for state in self.view.cluster.pods_on(node)]
+
+    def all_pods(self) -> list[Pod]:
+        return [Pod(state) for state in self.view.cluster.pods.values()]
 
     def _touch(self, claim: str | None, position: int) -> None:
         known = self.claims.get(claim or "")
@@ -150,76 +191,76 @@ class Projection:
                 claim.last_pod_event = at
 
 
-def _pool_applied(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    pool = p.view.pools.get(data["nodepool"])  # the scheduling view validated it
+def _pool_applied(p: Projection, e: c.NodePoolApplied, r: RecordedEvent) -> None:
+    pool = p.view.pools.get(e.nodepool)  # the scheduling view validated it
     if pool is not None:
-        if p.specs.get(data["nodepool"]) != data["nodepool_object"]:
-            p.applied_at[data["nodepool"]] = at
-            p.stamps[data["nodepool"]] = Stamp(drift_hash(pool), DRIFT_HASH_VERSION)
-        p.pools[data["nodepool"]] = pool
-        p.specs[data["nodepool"]] = data["nodepool_object"]
+        if p.specs.get(e.nodepool) != e.nodepool_object:
+            p.applied_at[e.nodepool] = r.occurred_at
+            p.stamps[e.nodepool] = Stamp(drift_hash(pool), DRIFT_HASH_VERSION)
+        p.pools[e.nodepool] = pool
+        p.specs[e.nodepool] = e.nodepool_object
 
 
-def _pool_gone(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p.pools.pop(data["nodepool"], None)
-    p.specs.pop(data["nodepool"], None)
-    p.stamps.pop(data["nodepool"], None)
+def _pool_gone(p: Projection, e: c.NodePoolDeleted | c.NodePoolRejected, r: RecordedEvent) -> None:
+    p.pools.pop(e.nodepool, None)
+    p.specs.pop(e.nodepool, None)
+    p.stamps.pop(e.nodepool, None)
 
 
-def _claim_created(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    pool = p.pools.get(data["nodepool"])
+def _claim_created(p: Projection, e: c.NodeClaimCreated, r: RecordedEvent) -> None:
+    pool = p.pools.get(e.nodepool)
     template = pool.spec.template if pool is not None else None
     annotations = (template.metadata.annotations or {}) if template is not None and template.metadata else {}
-    p.claims[data["nodeclaim"]] = Claim(
-        nodepool=data["nodepool"],
-        created_at=at,
-        stamp=p.stamps.get(data["nodepool"], _UNSTAMPED),
+    p.claims[e.nodeclaim] = Claim(
+        nodepool=e.nodepool,
+        created_at=r.occurred_at,
+        stamp=p.stamps.get(e.nodepool, _UNSTAMPED),
         expire_after=template.spec.expire_after_timedelta if template is not None else None,
         do_not_disrupt=annotations.get(DO_NOT_DISRUPT_ANNOTATION),
         grace_period=template is not None and template.spec.termination_grace_period_timedelta is not None,
-        replacement_for=data.get("replacement_for"),
-        touched=position,
+        replacement_for=e.replacement_for,
+        touched=r.position,
     )
-    decision = p.commands.get(data.get("replacement_for") or "")
-    if decision is not None and data["nodeclaim"] not in decision.created:
-        decision.created.append(data["nodeclaim"])
+    decision = p.commands.get(e.replacement_for or "")
+    if decision is not None and e.nodeclaim not in decision.created:
+        decision.created.append(e.nodeclaim)
 
 
-def _claim_launched(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_launched(p: Projection, e: c.NodeClaimLaunched, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
-        claim.launched, claim.touched = True, position
-        claim.instance_type, claim.capacity_type = data.get("instance_type"), data.get("capacity_type")
-        claim.zone = data.get("zone")
-        claim.labels = dict(data.get("labels") or {})
+        claim.launched, claim.touched = True, r.position
+        claim.instance_type, claim.capacity_type = e.instance_type, e.capacity_type
+        claim.zone = e.zone
+        claim.labels = dict(e.labels)
 
 
-def _claim_registered(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_registered(p: Projection, e: c.NodeClaimRegistered, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
-        claim.node, claim.touched = data["node"], position
-        p.node_claims[data["node"]] = data["nodeclaim"]
+        claim.node, claim.touched = e.node, r.position
+        p.node_claims[e.node] = e.nodeclaim
 
 
-def _claim_initialized(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    claim = p.claims.get(data["nodeclaim"])
-    p.initialized.add(data["nodeclaim"])
+def _claim_initialized(p: Projection, e: c.NodeClaimInitialized, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
+    p.initialized.add(e.nodeclaim)
     if claim is not None and claim.initialized_at is None:
-        claim.initialized_at, claim.touched = at, position
+        claim.initialized_at, claim.touched = r.occurred_at, r.position
 
 
-def _claim_deleting(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_deleting(p: Projection, e: c.NodeClaimDeletionRequested, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
-        claim.deleting, claim.touched = True, position
+        claim.deleting, claim.touched = True, r.position
 
 
-def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    claim = p.claims.pop(data["nodeclaim"], None)
-    p.initialized.discard(data["nodeclaim"])
-    if claim is not None and claim.node is not None and p.node_claims.get(claim.node) == data["nodeclaim"]:
+def _claim_ended(p: Projection, e: c.NodeClaimLaunchFailed | c.NodeClaimTerminated, r: RecordedEvent) -> None:
+    claim = p.claims.pop(e.nodeclaim, None)
+    p.initialized.discard(e.nodeclaim)
+    if claim is not None and claim.node is not None and p.node_claims.get(claim.node) == e.nodeclaim:
         del p.node_claims[claim.node]
-    for key in [k for k in p.said if k[0] == data["nodeclaim"]]:
+    for key in [k for k in p.said if k[0] == e.nodeclaim]:
         del p.said[key]
     _forget_finished(p)
 
@@ -227,149 +268,121 @@ def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime, position:
 def _forget_finished(p: Projection) -> None:
     """A completed command matters while its candidates drain (its replacements count as
     nominated); once they are gone, nothing reads it: a long run keeps only live commands."""
-    for name in [n for n, c in p.commands.items() if c.completed and not any(k in p.claims for k in c.candidates)]:
+    for name in [
+        n for n, cmd in p.commands.items() if cmd.completed and not any(k in p.claims for k in cmd.candidates)
+    ]:
         del p.commands[name]
 
 
-def _node_registered(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    name = data.get("nodeclaim")
+def _node_registered(p: Projection, e: c.NodeRegistered, r: RecordedEvent) -> None:
+    name = e.nodeclaim
     claim = p.claims.get(name or "")
     if claim is not None and name is not None:
-        claim.node = data["node"]
-        claim.labels = {**claim.labels, **(data.get("labels") or {})}
-        p.node_claims[data["node"]] = name
-    p._touch(name, position)
+        claim.node = e.node
+        claim.labels = {**claim.labels, **e.labels}
+        p.node_claims[e.node] = name
+    p._touch(name, r.position)
 
 
-def _node_changed(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p._touch_node(data["node"], position)
+def _node_changed(p: Projection, e: c.NodeInitialized, r: RecordedEvent) -> None:
+    p._touch_node(e.node, r.position)
 
 
-def _node_deleted(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p._touch_node(data["node"], position)
-    p.node_claims.pop(data["node"], None)
-    for key in p.on_node.pop(data["node"], set()):
-        pod = p.pods.get(key)
-        if pod is not None:
-            pod.node = None
+def _node_deleted(p: Projection, e: c.NodeDeleted, r: RecordedEvent) -> None:
+    """Its pods are unbound by the cluster fold; its claim moved."""
+    p._touch_node(e.node, r.position)
+    p.node_claims.pop(e.node, None)
 
 
-def _pod(p: Projection, data: Mapping[str, Any]) -> Pod:
-    key = f"{data['namespace']}/{data['name']}"
-    pod = p.pods.get(key)
-    uid = data.get("uid")
-    if pod is None or (uid and pod.spec.get("uid") and pod.spec.get("uid") != uid):
-        pod = p.pods[key] = Pod(data["namespace"], data["name"])
-    return pod
+def _pod_bound(p: Projection, e: c.PodBound, r: RecordedEvent) -> None:
+    pod = p.view.cluster.pods[f"{e.namespace}/{e.name}"]
+    p._touch_node(e.node, r.position, None if pod.owner_kind == "DaemonSet" else r.occurred_at)
 
 
-def _pod_pending(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    pod = _pod(p, data)
-    pod.spec = dict(data)
+def _pod_gone(p: Projection, e: c.PodDeleted, r: RecordedEvent) -> None:
+    for pod in p.view.cluster.gone:
+        if pod.node is not None:
+            p._touch_node(pod.node, r.position, None if pod.owner_kind == "DaemonSet" else r.occurred_at)
 
 
-def _pod_bound(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    pod = _pod(p, data)
-    for key in ("uid", "requests", "labels", "owner_kind", "affinity", "annotations", "tolerations", "priority"):
-        if data.get(key):
-            pod.spec[key] = data[key]
-    pod.spec.setdefault("namespace", data["namespace"])
-    pod.spec.setdefault("name", data["name"])
-    if pod.node is not None:
-        p.on_node.get(pod.node, set()).discard(pod.key)
-    pod.node, pod.started_at = data["node"], at
-    p.on_node.setdefault(data["node"], set()).add(pod.key)
-    p._touch_node(data["node"], position, None if pod.owner_kind == "DaemonSet" else at)
+def _pod_evicted(p: Projection, e: c.PodEvicted, r: RecordedEvent) -> None:
+    p._touch_node(e.node, r.position, r.occurred_at)
 
 
-def _pod_gone(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    key = f"{data['namespace']}/{data['name']}"
-    pod = p.pods.pop(key, None)
-    if pod is not None and pod.node is not None:
-        p.on_node.get(pod.node, set()).discard(key)
-        p._touch_node(pod.node, position, None if pod.owner_kind == "DaemonSet" else at)
-
-
-def _pod_evicted(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p._touch_node(data.get("node"), position, at)
-
-
-def _pdb_applied(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    key = f"{data['namespace']}/{data['name']}"
-    p.pdbs[key] = Pdb(
-        data["namespace"],
-        data["name"],
-        LabelSelector.model_validate(data.get("selector") or {}),
-        data.get("min_available"),
-        data.get("max_unavailable"),
+def _pdb_applied(p: Projection, e: c.PodDisruptionBudgetApplied, r: RecordedEvent) -> None:
+    p.pdbs[f"{e.namespace}/{e.name}"] = Pdb(
+        e.namespace,
+        e.name,
+        LabelSelector.model_validate(e.selector),
+        e.min_available,
+        e.max_unavailable,
     )
 
 
-def _pdb_deleted(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p.pdbs.pop(f"{data['namespace']}/{data['name']}", None)
+def _pdb_deleted(p: Projection, e: c.PodDisruptionBudgetDeleted, r: RecordedEvent) -> None:
+    p.pdbs.pop(f"{e.namespace}/{e.name}", None)
 
 
-def _decided(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p.commands[data["decision_id"]] = Command(
-        decision_id=data["decision_id"],
-        nodepool=data["nodepool"],
-        reason=data["reason"],
-        candidates=list(data["candidates"]),
-        replacements=list(data.get("replacements") or ()),
-        decided_at=at,
-        observed=int(data.get("observed_position") or 0),
-        consolidation_type=data.get("consolidation_type") or "",
-        forceful=bool(data.get("forceful")),
-        savings=data.get("savings"),
+def _decided(p: Projection, e: c.DisruptionDecided, r: RecordedEvent) -> None:
+    p.commands[e.decision_id] = Command(
+        decision_id=e.decision_id,
+        nodepool=e.nodepool,
+        reason=e.reason,
+        candidates=list(e.candidates),
+        replacements=list(e.replacements),
+        decided_at=r.occurred_at,
+        observed=e.observed_position,
+        consolidation_type=e.consolidation_type,
+        forceful=e.forceful,
+        savings=e.savings,
     )
 
 
-def _validated(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    command = p.commands.get(data["decision_id"])
+def _validated(p: Projection, e: c.DisruptionValidated, r: RecordedEvent) -> None:
+    command = p.commands.get(e.decision_id)
     if command is not None:
-        command.kept, command.version = list(data["kept"]), command.version + 1
+        command.kept, command.version = list(e.kept), command.version + 1
 
 
-def _cancelled(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p.commands.pop(data["decision_id"], None)  # nothing reads a cancelled command
+def _cancelled(p: Projection, e: c.DisruptionCancelled, r: RecordedEvent) -> None:
+    p.commands.pop(e.decision_id, None)  # nothing reads a cancelled command
 
 
-def _completed(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    command = p.commands.get(data["decision_id"])
+def _completed(p: Projection, e: c.DisruptionCompleted, r: RecordedEvent) -> None:
+    command = p.commands.get(e.decision_id)
     if command is not None:
         command.completed, command.version = True, command.version + 1
         _forget_finished(p)
 
 
-def _blocked(p: Projection, data: Mapping[str, Any], at: datetime, position: int) -> None:
-    p.said[(data.get("nodeclaim") or data["nodepool"], data["reason"], data.get("cause") or "")] = at
+def _blocked(p: Projection, e: c.DisruptionBlocked, r: RecordedEvent) -> None:
+    p.said[(e.nodeclaim or e.nodepool, e.reason, e.cause or "")] = r.occurred_at
 
 
-_STEPS = {
-    "NodePoolApplied": _pool_applied,
-    "NodePoolDeleted": _pool_gone,
-    "NodePoolRejected": _pool_gone,
-    "NodeClaimCreated": _claim_created,
-    "NodeClaimLaunched": _claim_launched,
-    "NodeClaimLaunchFailed": _claim_ended,
-    "NodeClaimRegistered": _claim_registered,
-    "NodeClaimInitialized": _claim_initialized,
-    "NodeClaimDeletionRequested": _claim_deleting,
-    "NodeClaimTerminated": _claim_ended,
-    "NodeRegistered": _node_registered,
-    "NodeInitialized": _node_changed,
-    "NodeDeleted": _node_deleted,
-    "PodPending": _pod_pending,
-    "PodBound": _pod_bound,
-    "PodDeleted": _pod_gone,
-    "PodEvicted": _pod_evicted,
-    "PodDisruptionBudgetApplied": _pdb_applied,
-    "PodDisruptionBudgetDeleted": _pdb_deleted,
-    "DisruptionDecided": _decided,
-    "DisruptionValidated": _validated,
-    "DisruptionCancelled": _cancelled,
-    "DisruptionCompleted": _completed,
-    "DisruptionBlocked": _blocked,
+_STEPS: Mapping[type[c.Event], Step[Projection]] = {
+    c.NodePoolApplied: _pool_applied,
+    c.NodePoolDeleted: _pool_gone,
+    c.NodePoolRejected: _pool_gone,
+    c.NodeClaimCreated: _claim_created,
+    c.NodeClaimLaunched: _claim_launched,
+    c.NodeClaimLaunchFailed: _claim_ended,
+    c.NodeClaimRegistered: _claim_registered,
+    c.NodeClaimInitialized: _claim_initialized,
+    c.NodeClaimDeletionRequested: _claim_deleting,
+    c.NodeClaimTerminated: _claim_ended,
+    c.NodeRegistered: _node_registered,
+    c.NodeInitialized: _node_changed,
+    c.NodeDeleted: _node_deleted,
+    c.PodBound: _pod_bound,
+    c.PodDeleted: _pod_gone,
+    c.PodEvicted: _pod_evicted,
+    c.PodDisruptionBudgetApplied: _pdb_applied,
+    c.PodDisruptionBudgetDeleted: _pdb_deleted,
+    c.DisruptionDecided: _decided,
+    c.DisruptionValidated: _validated,
+    c.DisruptionCancelled: _cancelled,
+    c.DisruptionCompleted: _completed,
+    c.DisruptionBlocked: _blocked,
 }
-PROJECTED = frozenset(_STEPS) | frozenset({"DaemonSetApplied", "DaemonSetDeleted", "NodeInitialized"})
-"""The events the projection reads (its own and the scheduling view's)."""
+PROJECTED = handled(_STEPS) | handled(VIEW_STEPS) | handled(CLUSTER_STEPS)
+"""The events the projection reads (its own, the scheduling view's and the cluster fold's)."""

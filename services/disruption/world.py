@@ -99,7 +99,7 @@ def build(
     allowed = {
         pdb.key: disruptions_allowed(
             pdb,
-            [Member(p.node is not None) for p in projection.pods.values() if pdb.selects(p.namespace, _labels(p))],
+            [Member(p.node is not None) for p in projection.all_pods() if pdb.selects(p.namespace, p.labels)],
         )
         for pdb in pdbs
     }
@@ -142,19 +142,15 @@ def _rules(name: str, pool: NodePool, row: PoolCounters | None, now: datetime, b
     )
 
 
-def _labels(pod: Pod) -> Mapping[str, str]:
-    return pod.spec.get("labels") or {}
-
-
 def _candidate_pod(pod: Pod) -> CandidatePod:
     return CandidatePod(
         namespace=pod.namespace,
         name=pod.name,
-        labels=_labels(pod),
+        labels=pod.labels,
         owner_kind=pod.owner_kind,
         do_not_disrupt=pod.annotations.get(DO_NOT_DISRUPT_ANNOTATION),
         started_at=pod.started_at,
-        tolerates_disrupted=any(t.tolerates(DISRUPTED_TAINT) for t in tolerations_of(pod.spec.get("tolerations"))),
+        tolerates_disrupted=any(t.tolerates(DISRUPTED_TAINT) for t in tolerations_of(pod.tolerations)),
     )
 
 
@@ -170,7 +166,7 @@ def _facts(name: str, claim: Claim, pods: Sequence[Pod], deleting: bool) -> Clai
                 daemonset=p.owner_kind == "DaemonSet",
                 do_not_disrupt=p.annotations.get(DO_NOT_DISRUPT_ANNOTATION),
                 start_time=p.started_at,
-                priority=p.spec.get("priority"),
+                priority=p.priority,
                 deletion_cost=p.annotations.get(DELETION_COST_ANNOTATION),
             )
             for p in pods

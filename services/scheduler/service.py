@@ -26,6 +26,7 @@ from typing import Any
 import nats.errors
 from prometheus_client import Counter, Gauge, Histogram
 
+from services.scheduler.projection import PROJECTED, ClaimInFlight, Projection
 from shared import acts
 from shared.api.core import Requirement
 from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
@@ -50,7 +51,6 @@ from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
 from shared.scheduling.packing import schedule
 from shared.scheduling.requirements import Requirements
 from shared.scheduling.values import Bound, Plan, PlannedClaim
-from shared.scheduling.view import ClaimInFlight, Projection
 from shared.store.eventstore import EventStore, NotLeader, StoreError, unit
 from shared.store.leader import LeaderLock
 
@@ -63,29 +63,6 @@ LAUNCHES_AT_ONCE = 16
 LOCK_CHECK_SECONDS = 2.0
 INSTANCE_GONE = "InstanceTerminated"
 GARBAGE_EVERY = timedelta(minutes=2)
-PROJECTED = frozenset(
-    {
-        "NodePoolApplied",
-        "NodePoolRejected",
-        "NodePoolDeleted",
-        "DaemonSetApplied",
-        "DaemonSetDeleted",
-        "PodPending",
-        "PodBound",
-        "PodDeleted",
-        "NodeRegistered",
-        "NodeInitialized",
-        "NodeDeleted",
-        "NodeClaimCreated",
-        "NodeClaimLaunched",
-        "NodeClaimLaunchFailed",
-        "NodeClaimTerminated",
-        "NodeClaimRegistered",
-        "NodeClaimInitialized",
-        "NodeClaimDeletionRequested",
-    }
-)
-"""The events the projection reads: their payloads must keep their contracts."""
 _IDS = uuid.UUID("1b7c6b0e-3d38-4cf1-9c0a-73636865646c")
 log = logs.controller("provisioner")
 lifecycle = logs.controller("nodeclaim.lifecycle", kind="NodeClaim")

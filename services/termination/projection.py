@@ -1,6 +1,7 @@
 """What termination knows of the world, folded from the log: each claim (its pool, instance,
 node, deletion request and drain), each pool's terminationGracePeriod, the pods on each node
-with what the drain rules read of them, and the evictions already recorded.
+with what the drain rules read of them, and the evictions already recorded. Which pod runs where
+and the live nodes are the shared cluster fold's (`shared.projections.cluster`).
 
 Pure: `apply` takes recorded events in position order.
 """
@@ -13,7 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.api.duration import parse_duration
+from shared.events import contracts as c
+from shared.events.decode import Step, dispatch, handled
 from shared.events.envelope import RecordedEvent
+from shared.projections.cluster import STEPS as CLUSTER_STEPS
+from shared.projections.cluster import Cluster, PodState
 from shared.termination.pods import DEFAULT_GRACE_SECONDS, DrainPod, tolerations_of
 from shared.termination.steps import Termination
 
@@ -33,47 +38,43 @@ class Claim:
     terminated: bool = False
 
 
-@dataclass(slots=True)
-class Pod:
-    namespace: str
-    name: str
-    uid: str = ""
-    owner_kind: str | None = None
-    priority_class: str | None = None
-    annotations: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    grace_seconds: int = DEFAULT_GRACE_SECONDS
-    node: str | None = None
-    started_at: datetime | None = None
-
-    def drain_view(self) -> DrainPod:
-        return DrainPod(
-            f"{self.namespace}/{self.name}",
-            uid=self.uid,
-            owner_kind=self.owner_kind,
-            priority_class=self.priority_class,
-            annotations=self.annotations,
-            tolerations=tolerations_of(self.tolerations),
-            grace_seconds=self.grace_seconds,
-            started_at=self.started_at,
-        )
+def drain_view(pod: PodState) -> DrainPod:
+    """The pod as the drain rules read it: its PodPending's facts, with those of each PodBound
+    since laid over them (one recorded before PodBound carried its annotations keeps PodPending's)."""
+    facts: c.PodPending | c.PodBound | None = pod.pending
+    for bound in pod.bound:
+        if "annotations" in bound.model_fields_set:
+            facts = bound
+    grace = facts.termination_grace_period_seconds if facts is not None else None
+    return DrainPod(
+        pod.key,
+        uid=pod.uid,
+        owner_kind=pod.owner_kind,
+        priority_class=facts.priority_class_name if facts is not None else None,
+        annotations=dict(facts.annotations) if facts is not None else {},
+        tolerations=tolerations_of(list(facts.tolerations) if facts is not None else []),
+        grace_seconds=grace if isinstance(grace, int) else DEFAULT_GRACE_SECONDS,
+        started_at=pod.started_at,
+    )
 
 
 @dataclass(slots=True)
 class Projection:
+    cluster: Cluster = field(default_factory=Cluster)
     claims: dict[str, Claim] = field(default_factory=dict)
     grace: dict[str, timedelta | None] = field(default_factory=dict)  # pool -> terminationGracePeriod
-    nodes: dict[str, str | None] = field(default_factory=dict)  # live node -> its claim
-    pods: dict[str, Pod] = field(default_factory=dict)
-    on_node: dict[str, set[str]] = field(default_factory=dict)
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)  # (claim, pod) -> evictions asked
     position: int = 0
 
     def apply(self, event: RecordedEvent) -> None:
         self.position = max(self.position, event.position)
-        step = _STEPS.get(event.type)
-        if step is not None:
-            step(self, event.data, event.occurred_at)
+        self.cluster.apply(event)
+        dispatch(self, _STEPS, event)
+
+    @property
+    def nodes(self) -> dict[str, str | None]:
+        """Live node -> its claim."""
+        return self.cluster.nodes
 
     def termination(self, name: str) -> Termination | None:
         """The claim's termination as the log tells it; None before its deletion is known."""
@@ -96,7 +97,7 @@ class Projection:
     def pods_on(self, node: str | None) -> list[DrainPod]:
         if node is None:
             return []
-        return [self.pods[key].drain_view() for key in sorted(self.on_node.get(node, ())) if key in self.pods]
+        return [drain_view(pod) for pod in self.cluster.pods_on(node)]
 
 
 def grace_period(nodepool_object: Mapping[str, Any]) -> timedelta | None:
@@ -110,130 +111,67 @@ def grace_period(nodepool_object: Mapping[str, Any]) -> timedelta | None:
         return None
 
 
-def _pool_applied(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.grace[data["nodepool"]] = grace_period(data.get("nodepool_object") or {})
+def _pool_applied(p: Projection, e: c.NodePoolApplied, r: RecordedEvent) -> None:
+    p.grace[e.nodepool] = grace_period(e.nodepool_object)
 
 
-def _claim_created(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.claims.setdefault(data["nodeclaim"], Claim(data["nodepool"]))
+def _claim_created(p: Projection, e: c.NodeClaimCreated, r: RecordedEvent) -> None:
+    p.claims.setdefault(e.nodeclaim, Claim(e.nodepool))
 
 
-def _claim_launched(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_launched(p: Projection, e: c.NodeClaimLaunched, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
-        claim.provider_id, claim.capacity_type, claim.zone = (
-            data["provider_id"],
-            data.get("capacity_type"),
-            data.get("zone"),
-        )
+        claim.provider_id, claim.capacity_type, claim.zone = e.provider_id, e.capacity_type, e.zone
 
 
-def _claim_failed(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_failed(p: Projection, e: c.NodeClaimLaunchFailed, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
         claim.launch_failed = True
 
 
-def _claim_registered(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_registered(p: Projection, e: c.NodeClaimRegistered, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
-        claim.node = data["node"]
+        claim.node = e.node
 
 
-def _deletion(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _deletion(p: Projection, e: c.NodeClaimDeletionRequested, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None and claim.requested_at is None:
-        claim.requested_at, claim.reason = at, data.get("reason") or "Manual"
-        claim.decision_id = data.get("decision_id")
+        claim.requested_at, claim.reason = r.occurred_at, e.reason or "Manual"
+        claim.decision_id = e.decision_id
 
 
-def _draining(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _draining(p: Projection, e: c.NodeClaimDraining, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None and claim.draining_since is None:
-        claim.draining_since = at
+        claim.draining_since = r.occurred_at
 
 
-def _claim_terminated(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_terminated(p: Projection, e: c.NodeClaimTerminated, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
         claim.terminated = True
 
 
-def _node_registered(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.nodes[data["node"]] = data.get("nodeclaim")
+def _pod_evicted(p: Projection, e: c.PodEvicted, r: RecordedEvent) -> None:
+    if e.nodeclaim:
+        key = (e.nodeclaim, f"{e.namespace}/{e.name}")
+        p.attempts[key] = max(p.attempts.get(key, 0), e.attempt or 1)
 
 
-def _node_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.nodes.pop(data["node"], None)
-    for key in p.on_node.pop(data["node"], set()):
-        pod = p.pods.get(key)
-        if pod is not None:
-            pod.node = None
-
-
-def _pod(p: Projection, data: Mapping[str, Any]) -> Pod:
-    key = f"{data['namespace']}/{data['name']}"
-    pod = p.pods.get(key)
-    if pod is None or (data.get("uid") and pod.uid and pod.uid != data.get("uid")):
-        pod = p.pods[key] = Pod(data["namespace"], data["name"])
-    return pod
-
-
-def _pod_pending(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    pod = _pod(p, data)
-    pod.uid = data.get("uid") or pod.uid
-    pod.owner_kind = data.get("owner_kind")
-    _drain_facts(pod, data)
-
-
-def _drain_facts(pod: Pod, data: Mapping[str, Any]) -> None:
-    pod.priority_class = data.get("priority_class_name")
-    pod.annotations = dict(data.get("annotations") or {})
-    pod.tolerations = list(data.get("tolerations") or [])
-    grace = data.get("termination_grace_period_seconds")
-    pod.grace_seconds = grace if isinstance(grace, int) else DEFAULT_GRACE_SECONDS
-
-
-def _pod_bound(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    pod = _pod(p, data)
-    pod.uid = data.get("uid") or pod.uid
-    pod.owner_kind = data.get("owner_kind") or pod.owner_kind
-    if "annotations" in data:  # PodBound recorded before it carried them leaves PodPending's
-        _drain_facts(pod, data)
-    if pod.node is not None:
-        p.on_node.get(pod.node, set()).discard(f"{pod.namespace}/{pod.name}")
-    pod.node, pod.started_at = data["node"], at
-    p.on_node.setdefault(data["node"], set()).add(f"{pod.namespace}/{pod.name}")
-
-
-def _pod_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    key = f"{data['namespace']}/{data['name']}"
-    pod = p.pods.pop(key, None)
-    if pod is not None and pod.node is not None:
-        p.on_node.get(pod.node, set()).discard(key)
-
-
-def _pod_evicted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = data.get("nodeclaim")
-    if claim:
-        key = (claim, f"{data['namespace']}/{data['name']}")
-        p.attempts[key] = max(p.attempts.get(key, 0), int(data.get("attempt") or 1))
-
-
-_STEPS = {
-    "NodePoolApplied": _pool_applied,
-    "NodeClaimCreated": _claim_created,
-    "NodeClaimLaunched": _claim_launched,
-    "NodeClaimLaunchFailed": _claim_failed,
-    "NodeClaimRegistered": _claim_registered,
-    "NodeClaimDeletionRequested": _deletion,
-    "NodeClaimDraining": _draining,
-    "NodeClaimTerminated": _claim_terminated,
-    "NodeRegistered": _node_registered,
-    "NodeDeleted": _node_deleted,
-    "PodPending": _pod_pending,
-    "PodBound": _pod_bound,
-    "PodDeleted": _pod_deleted,
-    "PodEvicted": _pod_evicted,
+_STEPS: Mapping[type[c.Event], Step[Projection]] = {
+    c.NodePoolApplied: _pool_applied,
+    c.NodeClaimCreated: _claim_created,
+    c.NodeClaimLaunched: _claim_launched,
+    c.NodeClaimLaunchFailed: _claim_failed,
+    c.NodeClaimRegistered: _claim_registered,
+    c.NodeClaimDeletionRequested: _deletion,
+    c.NodeClaimDraining: _draining,
+    c.NodeClaimTerminated: _claim_terminated,
+    c.PodEvicted: _pod_evicted,
 }
-PROJECTED = frozenset(_STEPS)
+PROJECTED = handled(CLUSTER_STEPS) | handled(_STEPS)
+"""The events the projection reads (its own and the cluster fold's)."""

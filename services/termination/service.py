@@ -28,6 +28,7 @@ from shared.api.labels import EXCLUDE_FROM_LOAD_BALANCERS_LABEL, TERMINATION_FIN
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell, database_answers
+from shared.bus.topology import work_of
 from shared.bus.work import WorkConsumer, still_working
 from shared.clock import Clock
 from shared.events import contracts as c
@@ -92,9 +93,10 @@ class TerminationService:
         self.projection = Projection()
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
         self.consumer = ProjectionConsumer(self.shell, store, self.projection.apply, validate=PROJECTED)
+        (work,) = work_of(PRODUCER)  # NodeClaimDeletionRequested (`shared.bus.topology`)
         self.work = WorkConsumer(
             self.shell,
-            "NodeClaimDeletionRequested",
+            work.event_type,
             self.terminate,
             store=store,
             ack_wait=ack_wait,

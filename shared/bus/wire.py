@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from shared.bus.names import MSG_ID, POSITION, STORE, BusNames
 from shared.events.contracts import Event
+from shared.events.decode import decode as decode_payload
 from shared.events.envelope import RecordedEvent
-from shared.events.registry import REGISTRY, UnknownEventType
+from shared.events.registry import UnknownEventType
 
 
 class Malformed(ValueError):
@@ -27,7 +28,7 @@ def problems(exc: ValidationError) -> str:
 def contract(recorded: RecordedEvent) -> Event:
     """The payload as its contract, upcast to the current schema; Malformed says why not."""
     try:
-        return REGISTRY.decode(recorded.type, recorded.schema_version, recorded.data)
+        return decode_payload(recorded)  # the projection that follows takes the same object
     except UnknownEventType as exc:
         raise Malformed(str(exc)) from None
     except ValidationError as exc:

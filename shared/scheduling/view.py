@@ -1,6 +1,11 @@
-"""What the scheduler knows of the world, folded from the log: the NodePools in force, the pods
-waiting, the nodes and what is bound to them, and the NodeClaims in flight with the pods they
+"""What a scheduling pass knows of the world, folded from the log: the NodePools in force, the
+pods waiting, the nodes and what is bound to them, and the NodeClaims in flight with the pods they
 were made for (those pods are not planned again while their claim is on its way).
+
+The scheduler's projection (`services.scheduler.projection`) is this view and what the scheduler
+alone keeps; disruption's embeds it too, as what a consolidation simulates on: so it lives here,
+where both may import it. Which pod runs on which node is the shared cluster fold's
+(`shared.projections.cluster`), which this view applies first.
 
 Pure: `apply` takes recorded events in position order.
 """
@@ -17,9 +22,12 @@ from shared.api.core import Requirement, Taint, Toleration
 from shared.api.labels import NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodepool import NodePool
 from shared.api.pod import Affinity, PodAffinityTerm, TopologySpreadConstraint
-from shared.api.quantity import parse
+from shared.api.quantity import Quantity
 from shared.api.validation import validate_nodepool
+from shared.events import contracts as c
+from shared.events.decode import Step, dispatch
 from shared.events.envelope import RecordedEvent
+from shared.projections.cluster import Cluster
 from shared.scheduling.offerings import DaemonSetPods, node_daemon_overhead
 from shared.scheduling.requirements import Requirements, ValueSet
 from shared.scheduling.topology import PodTopology, Running
@@ -57,24 +65,13 @@ class ClaimInFlight:
     allocatable: dict[str, Decimal] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Owed:
-    """A lifecycle step the watcher's node facts imply and the log does not hold yet: the claim's
-    NodeClaimRegistered or NodeClaimInitialized, caused by its node's fact."""
-
-    type: str
-    nodeclaim: str
-    nodepool: str
-    node: str
-    occurred_at: datetime
-    causation_id: str
-
-
 @dataclass(slots=True)
-class Projection:
+class SchedulingView:
+    cluster: Cluster = field(default_factory=Cluster)
     pools: dict[str, NodePool] = field(default_factory=dict)
     pending: dict[str, PendingPod] = field(default_factory=dict)
-    bound: dict[str, tuple[str, Mapping[str, Decimal], Mapping[str, str]]] = field(default_factory=dict)
+    bound: dict[str, tuple[Mapping[str, Decimal], Mapping[str, str]]] = field(default_factory=dict)
+    """Bound pod -> (requests, labels); its node is the cluster fold's (`node_of`)."""
     requests: dict[str, Mapping[str, Decimal]] = field(default_factory=dict)  # what each known pod asked for
     labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     anti_affinity: dict[str, tuple[PodAffinityTerm, ...]] = field(default_factory=dict)  # running pods' own
@@ -83,52 +80,27 @@ class Projection:
     nodes: dict[str, _Node] = field(default_factory=dict)
     claims: dict[str, ClaimInFlight] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the claim in flight for it
-    orphans: set[str] = field(default_factory=set)  # claims whose node was deleted: is their instance gone too?
-    deleting: set[str] = field(default_factory=set)  # claims termination is carrying out: theirs alone
-    owed: dict[tuple[str, str], Owed] = field(default_factory=dict)  # (claim, step type) -> the step
     position: int = 0
     changed: bool = False  # a pod or a pool changed since the last plan
 
     def apply(self, events: Iterable[RecordedEvent]) -> None:
         for event in events:
             self.position = max(self.position, event.position)
-            step = _STEPS.get(event.type)
-            if step is not None:
-                step(self, event.data, event.occurred_at)
-                if event.type in _OWING:
-                    self._owe(event)
+            self.take(event)
 
-    def _owe(self, event: RecordedEvent) -> None:
-        """The claim step a node fact implies, for a claim this projection holds; the step's own
-        event settles it (`_claim_registered`, `_claim_initialized`), as does the claim's end."""
-        data = event.data
-        name = data.get("nodeclaim")
-        claim = self.claims.get(name or "")
-        if claim is None or name is None:
-            return
-        kind = _OWING[event.type]
-        if (kind == "NodeClaimRegistered" and claim.recorded_registered) or (
-            kind == "NodeClaimInitialized" and claim.recorded_initialized
-        ):
-            return
-        self.owed[(name, kind)] = Owed(kind, name, claim.nodepool, data["node"], event.occurred_at, str(event.event_id))
+    def take(self, recorded: RecordedEvent) -> None:
+        """One event: the cluster fold's step, then the view's."""
+        self.cluster.apply(recorded)
+        dispatch(self, VIEW_STEPS, recorded)
+
+    def node_of(self, key: str) -> str | None:
+        pod = self.cluster.pods.get(key)
+        return pod.node if pod is not None else None
 
     # --- what a pass needs -------------------------------------------------------------------------
 
     def plannable(self) -> list[PendingPod]:
         return [p for key, p in self.pending.items() if key not in self.nominated]
-
-    def orphaned(self) -> list[str]:
-        """Claims whose node was deleted: if their instance is gone as well (a spot reclaim, a
-        deletion outside nodewright), nothing will ever terminate them but a garbage collection.
-        A claim whose deletion was asked for is termination's: it is terminated once, by it."""
-        return sorted(self.orphans - self.deleting)
-
-    def unlaunched(self) -> list[str]:
-        """Claims created and not launched yet: a pass's own, the replacements a disruption
-        ordered, or one whose launch a previous leader began and never recorded. Not one being
-        deleted: its instance would outlive it."""
-        return [name for name, claim in self.claims.items() if not claim.launched and name not in self.deleting]
 
     def capacity(self) -> list[NodeCapacity]:
         """Nodes, and launched claims whose node has not registered yet, as capacity: what they
@@ -138,7 +110,11 @@ class Projection:
         its pool's startup taints (they are about to go)."""
         used: dict[str, dict[str, Decimal]] = {}
         daemons: dict[str, dict[str, Decimal]] = {}  # per host, what its bound DaemonSet pods ask
-        for key, (node, requests, _) in self.bound.items():
+        pods = self.cluster.pods
+        for key, (requests, _) in self.bound.items():
+            node = pods[key].node
+            if node is None:
+                continue
             _take(used.setdefault(node, {}), requests)
             if key in self.daemon_pods:
                 _take(daemons.setdefault(node, {}), requests)
@@ -178,7 +154,11 @@ class Projection:
         """(labels, zone, host) of the bound pods, and of the pending pods a claim in flight was
         made for (on that claim's host, in its zone once known), for the topology rules."""
         out: list[Running] = []
-        for key, (node_name, _, labels) in self.bound.items():
+        pods = self.cluster.pods
+        for key, (_, labels) in self.bound.items():
+            node_name = pods[key].node
+            if node_name is None:
+                continue
             node = self.nodes.get(node_name)
             out.append(
                 (labels, node.labels.get(ZONE_LABEL) if node else None, node_name, self.anti_affinity.get(key, ()))
@@ -213,9 +193,9 @@ class Projection:
         return {t.key for t in pool.spec.template.spec.startup_taints or []} if pool else set()
 
 
-def _node_requirements(data: Mapping[str, Any], affinity: Affinity | None) -> Requirements:
+def _node_requirements(node_selector: Mapping[str, str], affinity: Affinity | None) -> Requirements:
     """A pod spec's nodeSelector and required node affinity as requirements."""
-    requirements = Requirements(ValueSet.exactly(k, v) for k, v in (data.get("node_selector") or {}).items())
+    requirements = Requirements(ValueSet.exactly(k, v) for k, v in node_selector.items())
     selector = affinity.required_node_selector() if affinity else None
     if selector is not None and selector.node_selector_terms:  # upstream tries the first term first
         for r in selector.node_selector_terms[0].match_expressions or []:
@@ -223,80 +203,75 @@ def _node_requirements(data: Mapping[str, Any], affinity: Affinity | None) -> Re
     return requirements
 
 
-def pending_pod(data: Mapping[str, Any], at: datetime) -> PendingPod:
+def pending_pod(pod: c.PodPending, at: datetime) -> PendingPod:
     """A PodPending fact as the scheduling pass takes it."""
-    affinity = _affinity(data)
-    requirements = _node_requirements(data, affinity)
-    spread = tuple(TopologySpreadConstraint.model_validate(c) for c in data.get("topology_spread_constraints") or [])
+    affinity = _affinity(pod.affinity)
+    requirements = _node_requirements(pod.node_selector, affinity)
+    spread = tuple(TopologySpreadConstraint.model_validate(t) for t in pod.topology_spread_constraints)
     topology = PodTopology(
-        labels=dict(data.get("labels") or {}),
+        labels=dict(pod.labels),
         spread=spread,
         affinity=tuple(affinity.required_affinity()) if affinity else (),
         anti_affinity=tuple(affinity.required_anti_affinity()) if affinity else (),
     )
     return PendingPod(
-        key=_pod_key(data),
-        requests=_quantities(data.get("requests")),
+        key=f"{pod.namespace}/{pod.name}",
+        requests=_quantities(pod.requests),
         requirements=requirements,
-        tolerations=_tolerations(data),
+        tolerations=_tolerations(pod.tolerations),
         created_at=at,
-        uid=data.get("uid") or "",
-        daemonset=data.get("owner_kind") == "DaemonSet",
+        uid=pod.uid or "",
+        daemonset=pod.owner_kind == "DaemonSet",
         topology=topology,
     )
 
 
-def _pod_key(data: Mapping[str, Any]) -> str:
-    return f"{data['namespace']}/{data['name']}"
+def _affinity(raw: Mapping[str, Any] | None) -> Affinity | None:
+    return Affinity.model_validate(raw) if raw else None
 
 
-def _affinity(data: Mapping[str, Any]) -> Affinity | None:
-    return Affinity.model_validate(data["affinity"]) if data.get("affinity") else None
+def _tolerations(raw: Iterable[Mapping[str, Any]]) -> tuple[Toleration, ...]:
+    return tuple(Toleration.model_validate(t) for t in raw)
 
 
-def _tolerations(data: Mapping[str, Any]) -> tuple[Toleration, ...]:
-    return tuple(Toleration.model_validate(t) for t in data.get("tolerations") or [])
+def _quantities(raw: Mapping[str, Quantity]) -> dict[str, Decimal]:
+    """A fact's resource map (`"4"`, `"16Gi"`) as exact values (the contract parsed them)."""
+    return {k: v.value for k, v in raw.items()}
 
 
-def _quantities(raw: Mapping[str, Any] | None) -> dict[str, Decimal]:
-    """A fact's resource map (`"4"`, `"16Gi"`) as exact values."""
-    return {k: parse(str(v)) for k, v in (raw or {}).items()}
-
-
-def daemonset_pods(data: Mapping[str, Any]) -> DaemonSetPods:
+def daemonset_pods(daemonset: c.DaemonSetApplied) -> DaemonSetPods:
     """A DaemonSetApplied fact as the overhead every node it runs on carries."""
-    affinity = _affinity(data)
     return DaemonSetPods(
-        _quantities(data.get("requests")),
-        _tolerations(data),
-        _node_requirements(data, affinity),
+        _quantities(daemonset.requests),
+        _tolerations(daemonset.tolerations),
+        _node_requirements(daemonset.node_selector, _affinity(daemonset.affinity)),
     )
 
 
-def _daemonset_applied(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.daemonsets[_pod_key(data)] = daemonset_pods(data)
+def _daemonset_applied(p: SchedulingView, e: c.DaemonSetApplied, r: RecordedEvent) -> None:
+    p.daemonsets[f"{e.namespace}/{e.name}"] = daemonset_pods(e)
     p.changed = True
 
 
-def _daemonset_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.daemonsets.pop(_pod_key(data), None)
+def _daemonset_deleted(p: SchedulingView, e: c.DaemonSetDeleted, r: RecordedEvent) -> None:
+    p.daemonsets.pop(f"{e.namespace}/{e.name}", None)
     p.changed = True
 
 
-def _pool_applied(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    result = validate_nodepool(data["nodepool_object"])
+def _pool_applied(p: SchedulingView, e: c.NodePoolApplied, r: RecordedEvent) -> None:
+    result = validate_nodepool(e.nodepool_object)
     if result.nodepool is not None:
-        p.pools[data["nodepool"]] = result.nodepool
+        p.pools[e.nodepool] = result.nodepool
         p.changed = True
 
 
-def _pool_gone(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.pools.pop(data["nodepool"], None)
+def _pool_gone(p: SchedulingView, e: c.NodePoolRejected | c.NodePoolDeleted, r: RecordedEvent) -> None:
+    p.pools.pop(e.nodepool, None)
     p.changed = True
 
 
-def _pending(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    pod = pending_pod(data, at)
+def _pending(p: SchedulingView, e: c.PodPending, r: RecordedEvent) -> None:
+    pod = pending_pod(e, r.occurred_at)
     p.pending[pod.key] = pod
     if pod.daemonset:
         p.daemon_pods.add(pod.key)
@@ -305,73 +280,71 @@ def _pending(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
     p.changed = True
 
 
-def _bound(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    key = _pod_key(data)
+def _bound(p: SchedulingView, e: c.PodBound, r: RecordedEvent) -> None:
+    key = f"{e.namespace}/{e.name}"
     p.pending.pop(key, None)
     p.nominated.pop(key, None)
-    requests = _quantities(data.get("requests")) or p.requests.get(key, {})
-    p.bound[key] = (data["node"], requests, data.get("labels") or p.labels.get(key, {}))
-    if data.get("owner_kind") == "DaemonSet":
+    requests = _quantities(e.requests) or p.requests.get(key, {})
+    p.bound[key] = (requests, e.labels or p.labels.get(key, {}))
+    if e.owner_kind == "DaemonSet":
         p.daemon_pods.add(key)
-    affinity = _affinity(data)
+    affinity = _affinity(e.affinity)
     if affinity is not None and (terms := tuple(affinity.required_anti_affinity())):
         p.anti_affinity[key] = terms
     p.changed = True  # its node has less room now
 
 
-def _pod_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    key = _pod_key(data)
+def _pod_deleted(p: SchedulingView, e: c.PodDeleted, r: RecordedEvent) -> None:
+    key = f"{e.namespace}/{e.name}"
     for table in (p.pending, p.nominated, p.bound, p.requests, p.labels, p.anti_affinity):
         table.pop(key, None)
     p.daemon_pods.discard(key)
     p.changed = True
 
 
-def _node_registered(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    p.nodes[data["node"]] = _Node(
-        data["node"],
-        dict(data.get("labels") or {}),
-        [Taint.model_validate(t) for t in data.get("taints") or []],
-        _quantities(data.get("allocatable")),
-        data.get("nodeclaim"),
-        data.get("nodepool") or (data.get("labels") or {}).get(NODEPOOL_LABEL),
+def _node_registered(p: SchedulingView, e: c.NodeRegistered, r: RecordedEvent) -> None:
+    p.nodes[e.node] = _Node(
+        e.node,
+        dict(e.labels),
+        [Taint.model_validate(t) for t in e.taints],
+        _quantities(e.allocatable),
+        e.nodeclaim,
+        e.nodepool or e.labels.get(NODEPOOL_LABEL),
     )
-    claim = p.claims.get(data.get("nodeclaim") or "")
+    claim = p.claims.get(e.nodeclaim or "")
     if claim is not None:
         claim.registered = True  # its room is the node's from now on, even after the node goes
     p.changed = True
 
 
-def _node_initialized(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    node = p.nodes.get(data["node"])
+def _node_initialized(p: SchedulingView, e: c.NodeInitialized, r: RecordedEvent) -> None:
+    node = p.nodes.get(e.node)
     if node is not None:
         node.initialized = True
         p.changed = True
 
 
-def _node_deleted(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    """The node is gone; its claim (still counted until it is terminated) offers nothing now."""
-    node = p.nodes.pop(data["node"], None)
-    name = data.get("nodeclaim") or (node.nodeclaim if node else None)
-    if name in p.claims:
-        p.orphans.add(name)
-    for key in [k for k, (node, _, _) in p.bound.items() if node == data["node"]]:
-        del p.bound[key]
-        p.anti_affinity.pop(key, None)
+def _node_deleted(p: SchedulingView, e: c.NodeDeleted, r: RecordedEvent) -> None:
+    """The node is gone (the cluster fold unbound its pods); its claim, still counted until it
+    is terminated, offers nothing now."""
+    p.nodes.pop(e.node, None)
+    for pod in p.cluster.gone:
+        p.bound.pop(pod.key, None)
+        p.anti_affinity.pop(pod.key, None)
     p.changed = True
 
 
-def _claim_created(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    requirements = list(data.get("requirements") or [])
-    p.claims[data["nodeclaim"]] = ClaimInFlight(
-        data["nodepool"],
-        list(data.get("pods") or []),
+def _claim_created(p: SchedulingView, e: c.NodeClaimCreated, r: RecordedEvent) -> None:
+    requirements = list(e.requirements)
+    p.claims[e.nodeclaim] = ClaimInFlight(
+        e.nodepool,
+        list(e.pods),
         requirements,
-        dict(data.get("requests") or {}),
+        {k: str(v) for k, v in e.requests.items()},
         zone=_pinned_zone(requirements),
     )
-    for key in data.get("pods") or []:
-        p.nominated[key] = data["nodeclaim"]
+    for key in e.pods:
+        p.nominated[key] = e.nodeclaim
 
 
 def _pinned_zone(requirements: Iterable[Mapping[str, Any]]) -> str | None:
@@ -382,78 +355,64 @@ def _pinned_zone(requirements: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def _claim_launched(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
+def _claim_launched(p: SchedulingView, e: c.NodeClaimLaunched, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
         claim.launched = True
-        claim.zone = data.get("zone") or claim.zone
-        claim.labels = dict(data.get("labels") or {})
-        claim.allocatable = _quantities(data.get("allocatable"))
+        claim.zone = e.zone or claim.zone
+        claim.labels = dict(e.labels)
+        claim.allocatable = _quantities(e.allocatable)
         p.changed = True  # room for pods that wait
 
 
-def _claim_deleting(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    if data["nodeclaim"] in p.claims:
-        p.deleting.add(data["nodeclaim"])
-
-
-def _claim_ended(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
+def _claim_ended(p: SchedulingView, e: c.NodeClaimLaunchFailed | c.NodeClaimTerminated, r: RecordedEvent) -> None:
     """A launch that failed, or a claim that went: its pods may be planned again."""
-    claim = p.claims.pop(data["nodeclaim"], None)
-    p.orphans.discard(data["nodeclaim"])
-    p.deleting.discard(data["nodeclaim"])
-    for kind in _OWING.values():
-        p.owed.pop((data["nodeclaim"], kind), None)
+    claim = p.claims.pop(e.nodeclaim, None)
     if claim is not None:
         for key in claim.pods:
-            if p.nominated.get(key) == data["nodeclaim"]:
+            if p.nominated.get(key) == e.nodeclaim:
                 del p.nominated[key]
         p.changed = True
 
 
-def _claim_registered(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
-    claim = p.claims.get(data["nodeclaim"])
-    p.owed.pop((data["nodeclaim"], "NodeClaimRegistered"), None)
+def _claim_registered(p: SchedulingView, e: c.NodeClaimRegistered, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
         claim.registered = claim.recorded_registered = True
 
 
-def _claim_initialized(p: Projection, data: Mapping[str, Any], at: datetime) -> None:
+def _claim_initialized(p: SchedulingView, e: c.NodeClaimInitialized, r: RecordedEvent) -> None:
     """Its node can take pods: the pods it was made for that are still waiting are planned again
     (onto it, as existing capacity, when they fit)."""
-    claim = p.claims.get(data["nodeclaim"])
-    p.owed.pop((data["nodeclaim"], "NodeClaimInitialized"), None)
+    claim = p.claims.get(e.nodeclaim)
     if claim is not None:
         claim.recorded_initialized = True
         for key in claim.pods:
-            if p.nominated.get(key) == data["nodeclaim"]:
+            if p.nominated.get(key) == e.nodeclaim:
                 del p.nominated[key]
         p.changed = True
 
 
-_OWING = {"NodeRegistered": "NodeClaimRegistered", "NodeInitialized": "NodeClaimInitialized"}
-"""The watcher's node facts, and the claim step each implies."""
-
-_STEPS = {
-    "NodePoolApplied": _pool_applied,
-    "NodePoolRejected": _pool_gone,
-    "NodePoolDeleted": _pool_gone,
-    "DaemonSetApplied": _daemonset_applied,
-    "DaemonSetDeleted": _daemonset_deleted,
-    "PodPending": _pending,
-    "PodBound": _bound,
-    "PodDeleted": _pod_deleted,
-    "NodeRegistered": _node_registered,
-    "NodeInitialized": _node_initialized,
-    "NodeDeleted": _node_deleted,
-    "NodeClaimCreated": _claim_created,
-    "NodeClaimLaunched": _claim_launched,
-    "NodeClaimLaunchFailed": _claim_ended,
-    "NodeClaimTerminated": _claim_ended,
-    "NodeClaimDeletionRequested": _claim_deleting,
-    "NodeClaimRegistered": _claim_registered,
-    "NodeClaimInitialized": _claim_initialized,
+VIEW_STEPS: Mapping[type[c.Event], Step[SchedulingView]] = {
+    c.NodePoolApplied: _pool_applied,
+    c.NodePoolRejected: _pool_gone,
+    c.NodePoolDeleted: _pool_gone,
+    c.DaemonSetApplied: _daemonset_applied,
+    c.DaemonSetDeleted: _daemonset_deleted,
+    c.PodPending: _pending,
+    c.PodBound: _bound,
+    c.PodDeleted: _pod_deleted,
+    c.NodeRegistered: _node_registered,
+    c.NodeInitialized: _node_initialized,
+    c.NodeDeleted: _node_deleted,
+    c.NodeClaimCreated: _claim_created,
+    c.NodeClaimLaunched: _claim_launched,
+    c.NodeClaimLaunchFailed: _claim_ended,
+    c.NodeClaimTerminated: _claim_ended,
+    c.NodeClaimRegistered: _claim_registered,
+    c.NodeClaimInitialized: _claim_initialized,
 }
+"""The view's steps; the cluster fold's (`shared.projections.cluster.STEPS`) run before them."""
 
 
 def _take(used: dict[str, Decimal], requests: Mapping[str, Decimal]) -> None:

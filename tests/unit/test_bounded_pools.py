@@ -158,7 +158,7 @@ node_counts = st.sampled_from([0, 1, 7, 2**31 - 1])
 
 
 def _template(pool: NodePool, remaining: dict[str, Decimal] | None) -> PoolTemplate:
-    """The pool as the scheduler's view makes it (`shared.scheduling.view.Projection.templates`)."""
+    """The pool as the scheduler's view makes it (`shared.scheduling.view.SchedulingView.templates`)."""
     spec = pool.spec.template.spec
     requirements = Requirements.of(spec.requirements)
     for key, value in pool.spec.template.labels.items():

@@ -6,8 +6,9 @@ from __future__ import annotations
 import uuid
 from decimal import Decimal
 
+from services.scheduler.projection import Projection, pending_pod
+from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
-from shared.scheduling.view import Projection, pending_pod
 from tests.factories import T0
 
 PENDING = {
@@ -45,16 +46,18 @@ PENDING = {
 
 
 def recorded(position: int, kind: str, data: dict) -> RecordedEvent:
+    if kind == "NodeClaimCreated":  # the projection decodes each fact: it keeps its contract
+        data = {"instance_types": [{"name": "m.xlarge", "capacity": {"cpu": "4"}}], **data}
     return RecordedEvent(position, uuid.uuid4(), f"x-{position}", 1, kind, 1, data, Metadata("test"), T0, T0)
 
 
 def test_a_pending_fact_carries_every_constraint_into_the_pass():
-    pod = pending_pod(PENDING, T0)
+    pod = pending_pod(c.PodPending.model_validate(PENDING), T0)
     assert pod.key == "default/web-1" and pod.requests["cpu"] == Decimal("0.5")
     assert pod.requirements["team"].has("a") and pod.requirements["kubernetes.io/arch"].has("arm64")
     assert pod.tolerations[0].key == "dedicated" and not pod.daemonset
     assert pod.topology.zonal and pod.topology.anti_affinity and pod.topology.labels == {"app": "web"}
-    assert pending_pod({**PENDING, "owner_kind": "DaemonSet"}, T0).daemonset
+    assert pending_pod(c.PodPending.model_validate({**PENDING, "owner_kind": "DaemonSet"}), T0).daemonset
 
 
 def test_pods_of_a_claim_in_flight_wait_until_its_node_is_ready_or_it_fails():
@@ -69,7 +72,7 @@ def test_pods_of_a_claim_in_flight_wait_until_its_node_is_ready_or_it_fails():
     p.apply([recorded(5, "NodeClaimLaunchFailed", {"nodeclaim": "c2", "nodepool": "a", "reason": "x"})])
     assert [x.key for x in p.plannable()] == ["default/web-1"]
     p.apply([recorded(6, "PodBound", {"namespace": "default", "name": "web-1", "node": "n1"})])
-    assert p.plannable() == [] and p.bound["default/web-1"][0] == "n1" and p.position == 6
+    assert p.plannable() == [] and p.node_of("default/web-1") == "n1" and p.position == 6
 
 
 def small(name: str, cpu: str = "1", labels: dict | None = None) -> dict:

@@ -1,0 +1,1 @@
+"""Pure folds of the log that more than one service's projection keeps (`cluster`)."""

@@ -1,0 +1,1 @@
+"""Scripts that write generated documents from the code (`python -m tools.<name>`)."""
