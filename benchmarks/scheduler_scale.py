@@ -3,7 +3,7 @@ running, 20,000 pending), and one pass over it as the service makes it.
 
 The projection is folded from the facts the service reads (NodePoolApplied, NodeRegistered,
 NodeInitialized, PodBound, PodPending), as its consumer folds them; the pass is the call
-`SchedulerService.plan_and_launch` makes (capacity, running pods, templates, the 400-type
+`Provisioner.plan_and_launch` makes (capacity, running pods, templates, the 400-type
 catalog of `benchmarks.scheduling_shapes`), without the store and the cloud around it. Nodes: 16 vCPU,
 64 GiB, 8 running pods each filling all but 1 vCPU and 8 GiB, one in ten of those pods with hostname
 anti-affinity to its own app. Pending pods from 50 deployments: plain, zone spread and hostname

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from shared.bus.projection import ProjectionConsumer
 from shared.events.contracts import DisruptionDecided, NodeClaimCreated
+from shared.events.envelope import NewEvent
 from shared.store.errors import NotLeader
 from shared.store.eventstore import EventStore
 from shared.store.fence import Fence
@@ -87,12 +88,12 @@ class Ledger:
                 self.wrote(result)
         return results
 
-    async def append(self, appends: Unit) -> list[int]:
-        """One unit, unfenced (as `append_units(fenced=False)`), raising its error."""
-        (result,) = await self.append_units([appends], fenced=False)
-        if isinstance(result, BaseException):
-            raise result
-        return result
+    async def append(self, stream_id: str, expected_version: int | None, events: Sequence[NewEvent]) -> list[int]:
+        """One stream, unfenced: the facts a step implies, whoever records them (ids of their
+        own make them once in the log)."""
+        positions = await self.store.append(stream_id, expected_version, events)
+        self.wrote(positions)
+        return positions
 
     async def reserve_launch(self, claims: Sequence[NodeClaimCreated], *, occurred_at: datetime) -> list[int]:
         positions = await self.store.reserve_launch(

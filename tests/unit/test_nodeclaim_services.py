@@ -121,7 +121,7 @@ async def test_the_schedulers_garbage_collection_releases_the_objects_of_the_cla
     gone = c.NodeDeleted(node="p-1-node", nodeclaim="p-1")
     for event in recorded([applied("p"), *lifecycle("p-1"), gone]):
         scheduler.consumer._apply(event)
-    assert await scheduler.collect_garbage(T0 + timedelta(hours=1)) == ["p-1"]
+    assert await scheduler.garbage.collect(T0 + timedelta(hours=1)) == ["p-1"]
     await scheduler.objects.keep_lifecycle()
     calls = cluster.take()
     assert ("delete_nodeclaim", "p-1") in calls

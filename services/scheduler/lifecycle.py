@@ -1,0 +1,207 @@
+"""The NodeClaim lifecycle, as upstream's `pkg/controllers/nodeclaim/lifecycle`: launch every
+claim created and not launched yet (a pass's own, a disruption's replacements, one a previous
+leader reserved without recording the outcome), and turn the watcher's node facts into the
+counted steps NodeClaimRegistered and NodeClaimInitialized.
+
+Each step is recorded with an id of its own per claim (`record`), so it is once in the log
+however often it is tried; the cloud's create is idempotent per claim, so a retried launch gets
+the same instance, never a second one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import nats.errors
+
+from services.scheduler.projection import ClaimInFlight, Projection
+from shared import acts
+from shared.api.core import Requirement
+from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
+from shared.api.nodepool import NodePool
+from shared.events import contracts as c
+from shared.events.envelope import NewEvent
+from shared.policy.counters import ReservationError
+from shared.ports.cloud import CloudError, CloudProvider
+from shared.runtime import logs
+from shared.runtime.ledger import Ledger
+from shared.scheduling.claims import instance_option
+from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
+from shared.scheduling.requirements import Requirements
+from shared.store.eventstore import StoreError, unit
+
+PRODUCER = "scheduler"
+LAUNCHES_AT_ONCE = 16
+_IDS = uuid.UUID("1b7c6b0e-3d38-4cf1-9c0a-73636865646c")
+log = logs.controller("provisioner")
+lifecycle = logs.controller("nodeclaim.lifecycle", kind="NodeClaim")
+
+
+@dataclass
+class Offerings:
+    """The cloud's instance types (asked once) and the offerings it recently could not give
+    (the insufficient-capacity cache): the pass plans around them, a failed launch adds to them."""
+
+    cloud: CloudProvider
+    catalog: list[InstanceOption] = field(default_factory=list)
+    unavailable: UnavailableOfferings = field(default_factory=UnavailableOfferings)
+
+    async def load(self) -> list[InstanceOption]:
+        if not self.catalog:
+            self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
+        return self.catalog
+
+    def mark_unavailable(self, claim: ClaimInFlight, now: datetime) -> None:
+        """Every offering the claim allowed goes in the insufficient-capacity cache."""
+        wanted = Requirements.of(Requirement.model_validate(r) for r in claim.requirements)
+        types, zones, capacity = (wanted.get(k) for k in (INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL))
+        for option in self.catalog:
+            if types is not None and not types.has(option.name):
+                continue
+            for offer in option.offers:
+                if (zones is None or zones.has(offer.zone)) and (capacity is None or capacity.has(offer.capacity_type)):
+                    self.unavailable.mark(option.name, offer.zone, offer.capacity_type, now)
+
+
+async def record(ledger: Ledger, event: c.NodeClaimEvent, now: datetime) -> None:
+    """A claim's step (a launch outcome, its end), with an id of its own per claim: recorded
+    once, however often tried."""
+    new = NewEvent.of(
+        event,
+        occurred_at=now,
+        producer=PRODUCER,
+        event_id=uuid.uuid5(_IDS, f"{event.TYPE}/{event.nodeclaim}"),
+    )
+    try:
+        await ledger.append(event.stream_id, None, [new])
+    except (StoreError, ReservationError) as exc:
+        log.warning("claim %s: %s not recorded: %s", event.nodeclaim, event.TYPE, exc)
+
+
+class Lifecycle:
+    def __init__(self, ledger: Ledger, projection: Projection, offerings: Offerings) -> None:
+        self.ledger, self.projection, self.offerings = ledger, projection, offerings
+        self.requested: set[tuple[str, str]] = set()  # owed steps this leader appended
+
+    def taken_over(self) -> None:
+        """A new leader asks for every owed step again (the log keeps each once)."""
+        self.requested.clear()
+
+    async def record_owed(self) -> None:
+        """Record the claim steps the watcher's node facts imply (NodeClaimRegistered, then
+        NodeClaimInitialized), each with an id of its own: once in the log, however often asked."""
+        owed = [o for key, o in self.projection.owed.items() if key not in self.requested]
+        if not owed:
+            return
+        owed.sort(key=lambda o: (o.type != "NodeClaimRegistered", o.occurred_at))
+        units = []
+        for step in owed:
+            fields: dict[str, Any] = {"nodeclaim": step.nodeclaim, "nodepool": step.nodepool}
+            if step.type == "NodeClaimRegistered":
+                fields["node"] = step.node
+            fact = (
+                c.NodeClaimRegistered(**fields)
+                if step.type == "NodeClaimRegistered"
+                else c.NodeClaimInitialized(**fields)
+            )
+            new = NewEvent.of(
+                fact,
+                occurred_at=step.occurred_at,
+                producer=PRODUCER,
+                causation_id=step.causation_id,
+                event_id=uuid.uuid5(_IDS, f"{step.type}/{step.nodeclaim}"),
+            )
+            units.append(unit(fact.stream_id, None, [new]))
+        results = await self.ledger.append_units(units, fenced=False)
+        for step, result in zip(owed, results, strict=True):
+            self.requested.add((step.nodeclaim, step.type))
+            if isinstance(result, BaseException):
+                log.warning("lifecycle step refused: %s", result)
+            elif result:
+                said = acts.registered_nodeclaim if step.type == "NodeClaimRegistered" else acts.initialized_nodeclaim
+                message, fields = said(step.nodeclaim, step.node)
+                lifecycle.info(message, **fields)
+        self.requested.intersection_update(self.projection.owed)
+
+    async def launch_unlaunched(self, now: datetime) -> list[str]:
+        """Launch every claim created and not launched yet (`Projection.unlaunched`). Once the
+        cloud is out of reach the launches not yet started wait for the next try. The names of
+        the claims launched."""
+        waiting = self.projection.unlaunched()
+        if not waiting:
+            return []
+        gate = asyncio.Semaphore(LAUNCHES_AT_ONCE)
+        unreachable: list[BaseException] = []
+
+        async def one(name: str) -> str | None:
+            async with gate:
+                if unreachable:
+                    return None
+                try:
+                    return await self._launch(name, now)
+                except (nats.errors.Error, TimeoutError, OSError) as exc:
+                    unreachable.append(exc)
+                    return None
+
+        outcomes = await asyncio.gather(*(one(name) for name in waiting))
+        await self.ledger.reach()
+        if unreachable:  # every launch has ended: only now may the pass end
+            raise unreachable[0]
+        return [name for name in outcomes if name is not None]
+
+    async def _launch(self, name: str, now: datetime) -> str | None:
+        """The cloud's create for one claim, then NodeClaimLaunched; a refusal records
+        NodeClaimLaunchFailed (the reservation is released and the offerings the cloud refused
+        are skipped for a while). A lost connection records nothing: the claim stays unlaunched
+        and is tried again."""
+        claim = self.projection.claims[name]
+        pool = self.projection.pools.get(claim.nodepool)
+        try:
+            if pool is None:
+                raise CloudError(f"nodepool {claim.nodepool} is not in service")
+            instance = await self.offerings.cloud.create(launch_spec(name, claim, pool))
+        except CloudError as exc:
+            if pool is not None:
+                self.offerings.mark_unavailable(claim, now)
+            failed = c.NodeClaimLaunchFailed(
+                nodeclaim=name, nodepool=claim.nodepool, reason=type(exc).__name__, message=str(exc)[:1000]
+            )
+            await record(self.ledger, failed, now)
+            message, fields = acts.failed_launching(name, str(exc))
+            lifecycle.error(message, **fields)
+            return None
+        launched = c.NodeClaimLaunched(
+            nodeclaim=name,
+            nodepool=claim.nodepool,
+            instance_type=instance["instanceType"],
+            capacity=instance["capacity"],
+            provider_id=instance["providerID"],
+            capacity_type=instance.get("capacityType"),
+            zone=instance.get("zone"),
+            allocatable=instance.get("allocatable") or {},
+            labels=instance.get("labels") or {},
+        )
+        await record(self.ledger, launched, now)
+        where = (launched.provider_id, launched.instance_type, launched.zone, launched.capacity_type)
+        message, fields = acts.launched_nodeclaim(name, *where, launched.allocatable)
+        lifecycle.info(message, **fields)
+        return name
+
+
+def launch_spec(name: str, claim: ClaimInFlight, pool: NodePool) -> dict[str, Any]:
+    """What the cloud's create is asked for: the claim's requirements and requests, the pool's
+    template labels (and its name) and taints."""
+    template = pool.spec.template
+    return {
+        "nodeclaim": name,
+        "nodepool": claim.nodepool,
+        "requirements": claim.requirements,
+        "requests": claim.requests,
+        "labels": {**template.labels, NODEPOOL_LABEL: claim.nodepool},
+        "taints": [t.to_dict() for t in template.spec.taints or []],
+        "startupTaints": [t.to_dict() for t in template.spec.startup_taints or []],
+    }

@@ -1,0 +1,133 @@
+"""Provisioning, as upstream's `pkg/controllers/provisioning`: one scheduling pass over the
+pending pods (`shared.scheduling.packing.schedule`), then for each planned claim the strict
+reservation against its pool's counter row (`reserve_launch`, fenced by the leader's lock), and
+the launches (`services.scheduler.lifecycle`). A pass that reaches its time bound launches what
+it planned and leaves the rest to the next pass.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from services.scheduler import kube_events
+from services.scheduler.lifecycle import Lifecycle, Offerings
+from services.scheduler.metrics import SchedulerMetrics, resource_type
+from services.scheduler.projection import Projection
+from shared import acts
+from shared.policy.counters import ReservationError
+from shared.runtime import logs
+from shared.runtime.ledger import Ledger
+from shared.runtime.recorder import Recorder
+from shared.scheduling.claims import claim_created, claim_name
+from shared.scheduling.packing import schedule
+from shared.scheduling.values import Bound, Plan, PlannedClaim
+
+log = logs.controller("provisioner")
+
+
+class Provisioner:
+    def __init__(
+        self,
+        ledger: Ledger,
+        projection: Projection,
+        offerings: Offerings,
+        lifecycle: Lifecycle,
+        recorder: Recorder,
+        metrics: SchedulerMetrics,
+        *,
+        timeout: timedelta,
+        monotonic: Callable[[], float],
+    ) -> None:
+        """`timeout`: how long one pass may compute, on `monotonic` (real time: the work is this
+        process's, not the simulated clock's)."""
+        self.ledger, self.projection, self.offerings, self.lifecycle = ledger, projection, offerings, lifecycle
+        self.recorder, self.metrics = recorder, metrics
+        self.timeout, self.monotonic = timeout, monotonic
+
+    async def plan_and_launch(self, now: datetime) -> list[str]:
+        """One pass; the names of the claims launched."""
+        catalog = await self.offerings.load()
+        live = await self.ledger.store.counters()
+        remaining = {name: _remaining(live.get(name), pool) for name, pool in self.projection.pools.items()}
+        for name, pool in self.projection.pools.items():
+            if name in live:
+                for resource, value in live[name].usage().items():
+                    self.metrics.usage.labels(name, resource_type(resource)).set(float(value))
+            for resource, quantity in (pool.spec.limits or {}).items():
+                self.metrics.limit.labels(name, resource_type(resource)).set(float(quantity.value))
+        waiting = self.projection.plannable()
+        with self.metrics.duration.time():
+            started = self.monotonic()
+            plan = schedule(
+                waiting,
+                self.projection.capacity(),
+                self.projection.templates(remaining),
+                catalog,
+                daemonsets=list(self.projection.daemonsets.values()),
+                unavailable=self.offerings.unavailable,
+                now=now,
+                running=self.projection.running(),
+                bound=Bound(deadline=started + self.timeout.total_seconds(), clock=self.monotonic),
+            )
+        self._timed_out(plan)
+        reconcile_id = str(uuid.uuid4())
+        seconds, sizes = self.monotonic() - started, [len(c.pods) for c in plan.claims]
+        for message, fields in acts.scheduled([p.key for p in waiting], seconds, sizes, plan.placed, reconcile_id):
+            log.info(message, **fields)
+        self.metrics.unschedulable.set(len(plan.unplaced))
+        self.metrics.ignored.set(len(plan.ignored))
+        view = self.projection
+        events = [kube_events.failed_scheduling(view, pod, why) for pod, why in plan.unplaced.items()]
+        events += [kube_events.nominated(view, pod, target) for pod, target in plan.placed.items()]
+        for claim in plan.claims:
+            name = await self._reserve(claim, now, reconcile_id)
+            if name is not None:
+                events += [kube_events.nominated(view, pod, name) for pod in claim.pods]
+        await self.ledger.reach()
+        launched = await self.lifecycle.launch_unlaunched(now)
+        await self.recorder.publish(events, now)  # after the launches: events never hold them up
+        return launched
+
+    def _timed_out(self, plan: Plan) -> None:
+        """A pass that hit its bound says so; the pods it did not reach start the next batch."""
+        self.metrics.deferred.set(len(plan.deferred))
+        if not plan.timed_out:
+            return
+        self.metrics.timeouts.inc()
+        self.projection.changed = True
+        planned = len(plan.placed) + sum(len(c.pods) for c in plan.claims)
+        log.warning(
+            "scheduling pass stopped at its %.0f s bound: %d pods planned, %d unschedulable, %d left to the next pass",
+            self.timeout.total_seconds(),
+            planned,
+            len(plan.unplaced),
+            len(plan.deferred),
+        )
+
+    async def _reserve(self, claim: PlannedClaim, now: datetime, reconcile_id: str = "") -> str | None:
+        """The strict reservation of a planned claim: its name, or None when a limit refused it."""
+        name = claim_name(claim.nodepool)
+        created = claim_created(name, claim)
+        try:
+            await self.ledger.reserve_launch([created], occurred_at=now)
+        except ReservationError as exc:
+            log.info("nodepool %s: not creating a NodeClaim: %s", claim.nodepool, exc)
+            return None
+        self.metrics.created.labels("provisioning", claim.nodepool, "false").inc()
+        types = [t.name for t in created.instance_types]
+        message, fields = acts.created_nodeclaim(claim.nodepool, name, created.requests, types, reconcile_id)
+        log.info(message, **fields)
+        return name
+
+
+def _remaining(counters: Any, pool: Any) -> Mapping[str, Decimal] | None:
+    """What the pool's limits leave, from its counter row (the reservation checks again)."""
+    limits = {k: q.value for k, q in (pool.spec.limits or {}).items()}
+    if not limits:
+        return None
+    usage = counters.usage() if counters is not None else {}
+    return {k: limit - usage.get(k, Decimal(0)) for k, limit in limits.items()}
