@@ -19,10 +19,13 @@ a command, never both, and an old leader's late step fails on the version (and o
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from services.disruption.projection import Command
+from prometheus_client import Counter
+
+from services.disruption.projection import Command, Projection
 from services.disruption.world import build
 from shared import acts
 from shared.api.nodepool import DisruptionReason
@@ -33,12 +36,11 @@ from shared.events.envelope import NewEvent, only_event_id
 from shared.policy.violations import ReservationError
 from shared.ports.cluster import NODE, NODEPOOL, NORMAL, WARNING, KubeEvent
 from shared.runtime import logs
+from shared.runtime.ledger import Ledger
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created
+from shared.scheduling.offerings import InstanceOption
 from shared.store.eventstore import ANY, NO_STREAM, Append, NotLeader, StoreError, first_event_id
-
-if TYPE_CHECKING:
-    from services.disruption.service import DisruptionService
 
 log = logs.controller("disruption")
 _IDS = uuid.UUID("0f5d2b8e-4c0e-4b43-8f2e-636f6d6d616e")
@@ -47,14 +49,30 @@ VALIDATED, CANCELLED, NOT_RECORDED = "validated", "cancelled", "not recorded"
 
 
 class Commands:
-    def __init__(self, service: DisruptionService, recorder: Recorder) -> None:
-        self.service = service
-        self.recorder = recorder
+    """The leader's commands under way. It reads the projection and writes through the leader's
+    ledger (every step fenced), so it holds no service: what it is given is all it touches."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        projection: Projection,
+        recorder: Recorder,
+        *,
+        catalog: Callable[[], Sequence[InstanceOption]],
+        spot_to_spot: bool,
+        disrupted: Counter,
+        validation_attempts: Counter,
+    ) -> None:
+        self.ledger, self.projection, self.recorder = ledger, projection, recorder
+        self.catalog = catalog
+        """The instance types of the leader's last look (loaded as it takes over)."""
+        self.spot_to_spot = spot_to_spot
+        self.disrupted, self.validation_attempts = disrupted, validation_attempts
 
     async def progress(self, now: datetime) -> bool:
         """Move every command under way one step if it can; whether any moved."""
         moved = False
-        for command in self.service.projection.live_commands():
+        for command in self.projection.live_commands():
             if command.kept is None:
                 if command.forceful:
                     moved |= await self._complete(command, command.candidates, now)
@@ -71,7 +89,7 @@ class Commands:
         fields = {"command-id": command.decision_id, "reason": command.reason.lower()}
         log.info("validating disruption command", **fields)
         moved, result = await self._recheck(command, now)
-        self.service.validation_attempts.labels(result).inc()
+        self.validation_attempts.labels(result).inc()
         log.info("validated disruption command", **fields, result=result)
         return moved
 
@@ -79,11 +97,10 @@ class Commands:
         """Whether the command moved, and the validation's result: `validated` (the replacements
         launching, or the command completed), `cancelled`, or `not recorded` (another leader
         moved the command first, or the store refused the step)."""
-        service = self.service
-        projection = service.projection
-        counters = await service.store.counters()
+        projection = self.projection
+        counters = await self.ledger.store.counters()
         world = build(
-            projection, counters, service.catalog, now, spot_to_spot=service.spot_to_spot, judging=command.decision_id
+            projection, counters, self.catalog(), now, spot_to_spot=self.spot_to_spot, judging=command.decision_id
         )
         moved = [
             name
@@ -131,7 +148,7 @@ class Commands:
         return False, NOT_RECORDED
 
     async def _await_replacements(self, command: Command, now: datetime) -> bool:
-        projection = self.service.projection
+        projection = self.projection
         kept = command.kept or []  # validated with replacements (without, it was completed at once)
         created = command.created
         failed = [name for name in created if name not in projection.claims and name not in projection.initialized]
@@ -150,7 +167,7 @@ class Commands:
         self, command: Command, candidates: list[str], now: datetime, validated: c.DisruptionValidated | None = None
     ) -> bool:
         """`DisruptionCompleted`: the candidates still there go to termination."""
-        projection = self.service.projection
+        projection = self.projection
         live = [name for name in candidates if name in projection.claims]
         events = []
         if validated is not None:
@@ -175,11 +192,10 @@ class Commands:
             appends.append(Append(deletion.stream_id, ANY, [request]))
         if not await self._append(appends, command, "completion"):
             return False
-        service = self.service
         for name in live:
             claim = projection.claims.get(name)
             capacity = (claim.capacity_type if claim else None) or ""
-            service.disrupted.labels(command.reason.lower(), command.nodepool, capacity).inc()
+            self.disrupted.labels(command.reason.lower(), command.nodepool, capacity).inc()
         how = "Disrupting NodeClaim" if command.forceful else "Disrupting Node"
         await self._tell(command, "DisruptionTerminating", f"{how}: {_said(command)}", now)
         return True
@@ -212,20 +228,18 @@ class Commands:
         )
 
     async def _append(self, appends: list[Append], command: Command, step: str) -> bool:
-        service = self.service
+        """One step, all or nothing and fenced: a lost lock (`NotLeader`) stops the leader."""
         try:
-            positions = await service.store.append_unit(appends, fence=service.fence)
+            await self.ledger.append_unit(appends)
         except NotLeader:
             raise
         except (StoreError, ReservationError) as exc:  # another leader moved it, or a limit refused
             log.info("command %s: %s not recorded: %s", command.decision_id, step, exc)
             return False
-        if positions:
-            service.appended = max(service.appended, *positions)
         return True
 
     async def _tell(self, command: Command, reason: str, message: str, now: datetime, kind: str = NORMAL) -> None:
-        projection = self.service.projection
+        projection = self.projection
         events = []
         for name in command.kept or command.candidates:
             claim = projection.claims.get(name)

@@ -43,12 +43,12 @@ from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import NODE, NODEPOOL, WARNING, Cluster, KubeEvent
 from shared.runtime import logs
 from shared.runtime.leading import lead, quiet
+from shared.runtime.ledger import Ledger
 from shared.runtime.nodeclaims import NodeClaimWriter
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_name, instance_option
 from shared.scheduling.offerings import InstanceOption
 from shared.store.eventstore import EventStore, NotLeader, unit
-from shared.store.fence import Fence
 from shared.store.leader import LeaderLock
 
 PRODUCER = "disruption"
@@ -57,7 +57,6 @@ POLL = timedelta(seconds=10)
 """Upstream's disruption loop looks every 10 s, and at once after it acted."""
 POOL_SAID_EVERY = timedelta(minutes=1)
 NODE_SAID_EVERY = timedelta(minutes=2)
-LOCK_CHECK_SECONDS = 2.0
 _IDS = uuid.UUID("6c1a1f0e-8d0b-4a55-9f43-646973727570")
 log = logs.controller("disruption")
 
@@ -90,6 +89,7 @@ class DisruptionService:
             lambda event: (self.projection.apply(event), self.claim_records.apply(event)),
             validate=PROJECTED | READS,
         )
+        self.ledger = Ledger(store, self.lock, self.consumer, producer=PRODUCER)  # every write while leading
         registry = self.shell.registry
         self.leader_gauge = Gauge("nodewright_disruption_leader", "1 while this replica decides.", registry=registry)
         self.decisions = Counter(
@@ -134,13 +134,16 @@ class DisruptionService:
             ["result"],
             registry=registry,
         )
-        self.commands = Commands(self, Recorder(cluster))  # progress events: upstream's 2-minute dedupe
-        self.appended = 0
+        self.commands = Commands(
+            self.ledger,
+            self.projection,
+            Recorder(cluster),  # progress events: upstream's 2-minute dedupe
+            catalog=lambda: self.catalog,
+            spot_to_spot=spot_to_spot,
+            disrupted=self.disrupted,
+            validation_attempts=self.validation_attempts,
+        )
         self.last_pass: datetime | None = None
-
-    @property
-    def fence(self) -> Fence:
-        return self.lock.fence
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Follow the bus from the start; lead while holding the lock, as the scheduler does."""
@@ -152,7 +155,7 @@ class DisruptionService:
             await self.shell.stop()
 
     async def _take_over(self) -> None:
-        await self.consumer.reach(await self.store.head_position())
+        await self.ledger.take_over()
         await self.objects.restart()
         await self._load_catalog()  # a command inherited mid-way is re-checked before the first pass
 
@@ -162,18 +165,14 @@ class DisruptionService:
             self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
 
     async def _follow(self, stopping: asyncio.Event) -> None:
-        checked = time.monotonic()
         while not stopping.is_set():
-            if time.monotonic() >= checked + LOCK_CHECK_SECONDS:
-                checked = time.monotonic()
-                if not await self.lock.held():
-                    raise NotLeader(self.lock.fence)
+            await self.ledger.check()
             now = self.clock.now()
             acted = await self.commands.progress(now)
             if acted or self.last_pass is None or now - self.last_pass >= self.poll:
                 self.last_pass = now
                 await self.disrupt(now)
-            await self.consumer.reach(self.appended)
+            await self.ledger.reach()
             await quiet(self.consumer, stopping)
 
     async def disrupt(self, now: datetime) -> list[str]:
@@ -223,9 +222,7 @@ class DisruptionService:
             observed_position=self.projection.position,
         )
         try:
-            positions = await self.store.reserve_disruption(
-                decided, occurred_at=now, producer=PRODUCER, fence=self.fence
-            )
+            await self.ledger.reserve_disruption(decided, occurred_at=now)
         except (BudgetExceeded, NodeLimitExceeded) as exc:
             cause = BUDGET if isinstance(exc, BudgetExceeded) else NODE_HARD_LIMIT
             reason = DisruptionReason(command.reason)
@@ -236,7 +233,6 @@ class DisruptionService:
         except ReservationError as exc:
             log.info("nodepool %s: %s not decided: %s", found.nodepool, command.reason, exc)
             return None
-        self.appended = max(self.appended, *positions)
         self.decisions.labels(command.decision.value, command.reason.lower(), found.consolidation_type).inc()
         message, fields = disrupting(decision_id, found, world, self.projection)
         log.info(message, **fields)
@@ -275,13 +271,11 @@ class DisruptionService:
         if not events:
             return
         units = [unit(e.stream_id, None, [NewEvent.of(e, occurred_at=now, producer=PRODUCER)]) for e in events]
-        for result in await self.store.append_units(units, fence=self.fence):
+        for result in await self.ledger.append_units(units):  # fenced
             if isinstance(result, BaseException):
                 if isinstance(result, NotLeader):
                     raise result
                 log.warning("DisruptionBlocked not recorded: %s", result)
-            elif result:
-                self.appended = max(self.appended, *result)
         kube = [
             KubeEvent(NODE, e.node, WARNING, "DisruptionBlocked", e.message)
             if e.node

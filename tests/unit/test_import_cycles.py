@@ -28,15 +28,7 @@ class Known:
     removed_by: str
 
 
-KNOWN: tuple[Known, ...] = (
-    Known(
-        "services.disruption.commands",
-        "services.disruption.service",
-        "`Commands` is handed its whole `DisruptionService` (a TYPE_CHECKING import, for the type)"
-        " to reach its projection, store, catalog, fence and metrics",
-        "give `Commands` a protocol (or the parts) of what it uses, declared in commands.py",
-    ),
-)
+KNOWN: tuple[Known, ...] = ()
 
 
 def _modules() -> dict[str, tuple[ast.Module, bool]]:

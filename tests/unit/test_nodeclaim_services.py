@@ -14,7 +14,8 @@ from typing import Any
 from services.disruption.service import DisruptionService
 from services.disruption.world import build, judgments
 from services.scheduler.service import SchedulerService
-from services.termination.service import TerminationService, _Drain
+from services.termination.drain import ClaimDrain
+from services.termination.service import TerminationService
 from shared.clock import ManualClock
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
@@ -239,7 +240,7 @@ def termination_of(claim: str) -> tuple[TerminationService, DrainingCluster, Man
     return service, cluster, clock, store
 
 
-async def run(service: TerminationService, drain: _Drain, clock: ManualClock) -> None:
+async def run(service: TerminationService, drain: ClaimDrain, clock: ManualClock) -> None:
     for _ in range(20):
         if await service._step(drain):
             return
@@ -249,7 +250,7 @@ async def run(service: TerminationService, drain: _Drain, clock: ManualClock) ->
 
 async def test_termination_asks_for_the_deletion_first_and_removes_the_finalizers_last():
     service, cluster, clock, _ = termination_of("p-1")
-    await run(service, _Drain(service, "p-1"), clock)
+    await run(service, ClaimDrain(service.drains, "p-1"), clock)
     calls = [call for call in cluster.take() if call[0] != "record_event"]
     assert calls[0] == ("delete_nodeclaim", "p-1")
     assert calls[-3:] == [
@@ -262,7 +263,7 @@ async def test_termination_asks_for_the_deletion_first_and_removes_the_finalizer
 async def test_termination_retries_the_finalizers_without_recording_twice():
     service, cluster, clock, store = termination_of("p-1")
     cluster.failing.add("remove_finalizer")
-    drain = _Drain(service, "p-1")
+    drain = ClaimDrain(service.drains, "p-1")
     for _ in range(8):
         assert not await service._step(drain)  # the drain goes on while the API is out of reach
         clock._now += timedelta(seconds=10)
@@ -277,12 +278,12 @@ async def test_a_claim_already_terminated_has_its_finalizers_removed_on_redelive
     service, cluster, _, _ = termination_of("p-1")
     for event in recorded([c.NodeClaimTerminated(nodeclaim="p-1", nodepool="p")], start=100):
         service.projection.apply(event)
-    assert await _Drain(service, "p-1").step()
+    assert await ClaimDrain(service.drains, "p-1").step()
     assert names(cluster.take()) == ["delete_nodeclaim", "remove_finalizer", "remove_finalizer"]
 
 
 async def test_a_claim_never_launched_has_no_object_to_delete():
     service, cluster, clock, _ = termination_of("p-1")
     cluster.missing.add("delete_nodeclaim")
-    await run(service, _Drain(service, "p-1"), clock)
+    await run(service, ClaimDrain(service.drains, "p-1"), clock)
     assert names(cluster.take())[-2:] == ["remove_finalizer", "remove_finalizer"]
