@@ -216,19 +216,27 @@ async def test_b25_a_budget_of_one_in_each_of_ten_pools_drifts_one_node_per_pool
         await world.until(lambda sim: replaced(), seconds=180)
         await world.until(lambda sim: not first & set(sim.world.cluster.nodes), seconds=60)
     rows = await events_of(store, ["DisruptionDecided", "DisruptionCancelled", "NodeClaimTerminated"])
-    decisions = [d for kind, d in rows if kind == "DisruptionDecided"]
-    assert {d["reason"] for d in decisions} == {"Drifted"}
-    assert not [d for kind, d in rows if kind == "DisruptionCancelled"]
+    decided = [d for kind, d in rows if kind == "DisruptionDecided"]
+    assert {d["reason"] for d in decided} == {"Drifted"}
+    # A pass may decide on a moment's view (a pod's destination that is gone by the re-check, as
+    # an over-provisioned empty node of the pool being removed); the re-check after the
+    # validation delay (upstream's validation.go) then cancels it before it acts, and a later
+    # pass decides again. Such a command never acts: it launches nothing and ends no node.
+    cancelled = {d["decision_id"]: d["why"] for kind, d in rows if kind == "DisruptionCancelled"}
+    assert all(why.endswith(": scheduling") for why in cancelled.values()), cancelled
+    launched_for = {d.get("replacement_for") for _, d in await events_of(store, ["NodeClaimCreated"])}
+    assert not launched_for & set(cancelled)
+    decisions = [d for d in decided if d["decision_id"] not in cancelled]
     assert Counter(d["nodepool"] for d in decisions) == dict.fromkeys(POOLS, 3)
     assert all(d["decision"] == "replace" and len(d["replacements"]) == 1 for d in decisions)
     assert {c for d in decisions for c in d["candidates"]} == first
     # the first ten commands take one node of each pool, each with the pool's whole budget free
-    assert sorted(d["nodepool"] for d in decisions[:10]) == list(POOLS)
-    assert all(d["budget_check"]["allowed"] == 1 and d["budget_check"]["remaining"] == 1 for d in decisions)
+    assert sorted(d["nodepool"] for d in decided[:10]) == list(POOLS)
+    assert all(d["budget_check"]["allowed"] == 1 and d["budget_check"]["remaining"] == 1 for d in decided)
     going: dict[str, set[str]] = defaultdict(set)
     most: Counter = Counter()
     for kind, d in rows:
-        if kind == "DisruptionDecided":
+        if kind == "DisruptionDecided" and d["decision_id"] not in cancelled:
             going[d["nodepool"]].update(d["candidates"])
         elif kind == "NodeClaimTerminated":
             going[d["nodepool"]].discard(d["nodeclaim"])
