@@ -17,9 +17,8 @@ import time
 import uuid
 from datetime import datetime, timedelta
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from services.disruption.commands import Commands
+from services.disruption.metrics import DisruptionMetrics
 from services.disruption.projection import PROJECTED, Projection
 from services.disruption.world import build, judgments
 from shared import acts
@@ -90,58 +89,15 @@ class DisruptionService:
             validate=PROJECTED | READS,
         )
         self.ledger = Ledger(store, self.lock, self.consumer, producer=PRODUCER)  # every write while leading
-        registry = self.shell.registry
-        self.leader_gauge = Gauge("nodewright_disruption_leader", "1 while this replica decides.", registry=registry)
-        self.decisions = Counter(
-            "karpenter_voluntary_disruption_decisions_total",
-            "Disruption decisions taken.",
-            ["decision", "reason", "consolidation_type"],
-            registry=registry,
-        )
-        self.disrupted = Counter(
-            "karpenter_nodeclaims_disrupted_total",
-            "NodeClaims handed to termination by a disruption.",
-            ["reason", "nodepool", "capacity_type"],
-            registry=registry,
-        )
-        self.allowed = Gauge(
-            "karpenter_nodepools_allowed_disruptions",
-            "Disruptions a NodePool's budgets allow now.",
-            ["nodepool", "reason"],
-            registry=registry,
-        )
-        self.consuming = Gauge(
-            "karpenter_nodepools_nodes_consuming_budgets",
-            "A NodePool's nodes counting against its budgets.",
-            ["nodepool", "reason"],
-            registry=registry,
-        )
-        self.eligible = Gauge(
-            "karpenter_voluntary_disruption_eligible_nodes",
-            "Candidates a method could take in the last pass.",
-            ["reason"],
-            registry=registry,
-        )
-        self.evaluation = Histogram(
-            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
-            "Duration of one disruption pass.",
-            ["method"],
-            registry=registry,
-        )
-        self.validation_attempts = Counter(
-            "nodewright_disruption_validation_attempts_total",
-            "Graceful commands re-checked after their validation delay, by result.",
-            ["result"],
-            registry=registry,
-        )
+        self.metrics = DisruptionMetrics.on(self.shell.registry)
         self.commands = Commands(
             self.ledger,
             self.projection,
             Recorder(cluster),  # progress events: upstream's 2-minute dedupe
             catalog=lambda: self.catalog,
             spot_to_spot=spot_to_spot,
-            disrupted=self.disrupted,
-            validation_attempts=self.validation_attempts,
+            disrupted=self.metrics.disrupted,
+            validation_attempts=self.metrics.validation_attempts,
         )
         self.last_pass: datetime | None = None
 
@@ -149,7 +105,7 @@ class DisruptionService:
         """Follow the bus from the start; lead while holding the lock, as the scheduler does."""
         await self.shell.start(stopping)
         try:
-            await lead(self.lock, self.leader_gauge, stopping, self._take_over, self._follow, log)
+            await lead(self.lock, self.metrics.leader, stopping, self._take_over, self._follow, log)
         finally:
             await self.objects.stop()
             await self.shell.stop()
@@ -184,15 +140,17 @@ class DisruptionService:
         world = build(self.projection, counters, self.catalog, now, spot_to_spot=self.spot_to_spot)
         found = forceful(world)
         result = graceful(world)
-        self.evaluation.labels("all").observe(time.perf_counter() - started)
+        self.metrics.evaluation.labels("all").observe(time.perf_counter() - started)
         for rules in world.pools.values():
             for reason in DisruptionReason:
                 allowed = rules.allowed.get(reason)
-                self.allowed.labels(rules.name, reason.value).set(float(allowed) if allowed is not None else 2**31 - 1)
+                self.metrics.allowed.labels(rules.name, reason.value).set(
+                    float(allowed) if allowed is not None else 2**31 - 1
+                )
                 row = counters.get(rules.name)
-                self.consuming.labels(rules.name, reason.value).set(len(row.disrupting) if row else 0)
+                self.metrics.consuming.labels(rules.name, reason.value).set(len(row.disrupting) if row else 0)
         for reason, count in result.eligible.items():
-            self.eligible.labels(str(reason).lower()).set(count)
+            self.metrics.eligible.labels(str(reason).lower()).set(count)
         decided = []
         for command in [*found, *result.found]:
             decision = await self._reserve(command, now, world)
@@ -233,7 +191,7 @@ class DisruptionService:
         except ReservationError as exc:
             log.info("nodepool %s: %s not decided: %s", found.nodepool, command.reason, exc)
             return None
-        self.decisions.labels(command.decision.value, command.reason.lower(), found.consolidation_type).inc()
+        self.metrics.decisions.labels(command.decision.value, command.reason.lower(), found.consolidation_type).inc()
         message, fields = disrupting(decision_id, found, world, self.projection)
         log.info(message, **fields)
         return decision_id

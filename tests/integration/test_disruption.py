@@ -245,11 +245,11 @@ async def test_the_standby_finishes_a_command_whose_leader_stopped_mid_way_and_n
             return bool(await events_of(store, ["DisruptionDecided"]))
 
         await world.until(lambda sim: decided(), seconds=120)
-        (leader,) = [i for i, r in enumerate(replicas) if r.leader_gauge._value.get() == 1]
+        (leader,) = [i for i, r in enumerate(replicas) if r.metrics.leader._value.get() == 1]
         world.tasks.remove(tasks[leader])
         tasks[leader].cancel()  # mid-command: decided, its replacement not yet up
         await world.until(lambda sim: sim.world.now > START + timedelta(minutes=25), seconds=200)
-        assert replicas[1 - leader].leader_gauge._value.get() == 1  # the standby took over
+        assert replicas[1 - leader].metrics.leader._value.get() == 1  # the standby took over
     outcomes = Counter(
         (d["decision_id"], kind)
         for kind, d in await events_of(store, ["DisruptionCompleted", "DisruptionCancelled", "DisruptionValidated"])
