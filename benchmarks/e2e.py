@@ -46,12 +46,13 @@ import yaml
 
 from benchmarks._db import bench_database
 from cli import children as children_of
-from cli.local_cluster import LocalCluster, free_port
+from cli.local_cluster import LocalCluster
 from shared.api.duration import parse_duration
 from shared.bus.setup import set_up
 from shared.clock import AcceleratedClock
 from shared.config import Settings, driver_params, settings
 from shared.runtime.bus import local_bus
+from shared.runtime.servers import free_tcp_port
 
 UPSTREAM_SCALE_OUT_S = 120.0
 """Upstream's suite bound for a 1,000-pod scale-out, as issue 22 cites it."""
@@ -230,7 +231,7 @@ def run_once(
     with local_bus(config) as bus:
         if config.nats_url:  # an embedded bus is set up as it starts; a configured one as `up` does
             asyncio.run(set_up(bus.acting_as("setup"), ack_wait=config.termination_ack_wait))
-        cluster = LocalCluster.create(config.data_dir, free_port(), config.deployment)
+        cluster = LocalCluster.create(config.data_dir, free_tcp_port(), config.deployment)
         with children_of.started(config.data_dir, path, env, bus, None, cluster.environments()) as children:
             _ready(children, database_url, burst)
             ready = time.time() - origin

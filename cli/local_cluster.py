@@ -10,7 +10,6 @@ starts without them.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import Any
 
 from shared.config import Settings
 from shared.runtime.identities import USERS_FILE, Identities
+from shared.runtime.servers import free_tcp_port
 from shared.runtime.tls import self_signed
 
 API_PORT_OFFSET = 6
@@ -46,7 +46,7 @@ class LocalCluster:
 
     @classmethod
     def prepare(cls, config: Settings, base_port: int | None) -> LocalCluster:
-        port = base_port + API_PORT_OFFSET if base_port is not None else free_port()
+        port = base_port + API_PORT_OFFSET if base_port is not None else free_tcp_port()
         return cls.create(config.data_dir, port, config.deployment)
 
     @classmethod
@@ -105,9 +105,3 @@ class LocalCluster:
                     raise ApplyFailed(f"NodePool {name} was not applied through the Kubernetes API: {exc}") from None
         finally:
             await cluster.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -16,8 +16,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli.local_cluster import LocalCluster, free_port
+from cli.local_cluster import LocalCluster
 from shared.bus.service import PORT_FILE_ENV
+from shared.runtime.servers import free_tcp_port
 from shared.store.eventstore import EventStore
 
 
@@ -74,7 +75,9 @@ class System:
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.tmp, self.env = tmp, env
         self.services: list[Service] = []
-        self.cluster = LocalCluster.create(tmp / "cluster", free_port(), env.get("NODEWRIGHT_DEPLOYMENT", "default"))
+        self.cluster = LocalCluster.create(
+            tmp / "cluster", free_tcp_port(), env.get("NODEWRIGHT_DEPLOYMENT", "default")
+        )
         """The sim's Kubernetes API, with a token for each service and the user."""
         if env.get("NODEWRIGHT_NATS_URL"):
             done = subprocess.run(
