@@ -103,7 +103,7 @@ def _up(
 ) -> tuple[dict[str, Any], Any]:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
-    start = _scenario_start(scenario)
+    played = load_scenario(scenario)
     with local_database_url(config) as database_url, local_bus(config) as bus:
         reach_configured(config, bus.acting_as("cli"))
         if run is not None:
@@ -120,7 +120,7 @@ def _up(
             services_url = loop.run(member_login(database_url, "nodewright_service", WRITER))
         gate = config.data_dir / GATE
         gate.unlink(missing_ok=True)
-        clock = AcceleratedClock(start, speed, gate=gate)
+        clock = AcceleratedClock(played.start, speed, gate=gate)
         world = f"{run[0] if run else 'up'}-{secrets.token_hex(4)}"  # the sim resumes it after a crash only
         env = {
             **os.environ,
@@ -143,7 +143,7 @@ def _up(
                     )
                 console.print(f"the Kubernetes API on {cluster.server}", soft_wrap=True, markup=False)
                 console.print(f"export KUBECONFIG={cluster.user_kubeconfig}", soft_wrap=True, markup=False)
-                pools = [pool.to_dict() for pool in load_scenario(scenario).nodepools]
+                pools = [pool.to_dict() for pool in played.nodepools]
                 if pools:
                     console.print(loop.run(_apply_nodepools(cluster, pools, database_url)), soft_wrap=True)
                 clock.open()  # every process is ready: the scenario's time starts now, for all of them
@@ -352,7 +352,3 @@ def _empty_scenario(data_dir: Path) -> Path:
     }
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return path
-
-
-def _scenario_start(path: Path) -> datetime:
-    return load_scenario(path).start
