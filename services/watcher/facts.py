@@ -21,6 +21,7 @@ from typing import Any
 from shared.api.labels import NODEPOOL_LABEL
 from shared.api.validation import validate_nodepool
 from shared.events import contracts as c
+from shared.events.decode import handled
 from shared.events.envelope import only_event_id
 from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
 from shared.ports.cluster import DAEMONSET, DELETED, NODE, NODECLAIM, NODEPOOL, PDB, POD, Snapshot, WatchEvent
@@ -286,62 +287,96 @@ class Facts:
 
     # --- from the log --------------------------------------------------------------------------
 
-    def remember(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
-        """Rebuild what was reported from the watcher's own facts, (type, payload) in log order."""
-        for kind, data in events:
-            key = f"{data.get('namespace')}/{data.get('name')}"
-            if kind == "PodPending":
-                self.pods[key] = _Pod(data.get("uid") or key, pending=True)
-            elif kind == "PodBound":
-                self.pods.setdefault(key, _Pod(data.get("uid") or key)).node = data["node"]
-            elif kind == "PodDeleted":
-                self.pods.pop(key, None)
-            elif kind == "NodeRegistered":
-                self.nodes[data["node"]] = _Node(data["provider_id"], data.get("nodeclaim"))
-            elif kind == "NodeInitialized" and data["node"] in self.nodes:
-                self.nodes[data["node"]].initialized = True
-            elif kind in ("NodeClaimNotReady", "NodeClaimReady") and data["node"] in self.nodes:
-                self.nodes[data["node"]].ready = kind == "NodeClaimReady"
-            elif kind == "NodeDeleted":
-                self.nodes.pop(data["node"], None)
-            elif kind in ("NodePoolApplied", "NodePoolRejected"):
-                document = data.get("nodepool_object")
-                desired = _desired(document) if document is not None else None
-                valid = kind == "NodePoolApplied"
-                startup = _startup_taints(document) if valid and document else frozenset()
-                self.pools[data["nodepool"]] = _Pool(data.get("resource_version") or 0, desired, valid, startup)
-            elif kind == "NodePoolDeleted":
-                self.pools.pop(data["nodepool"], None)
-            elif kind == "PodDisruptionBudgetApplied":
-                self.pdbs[key] = data.get("resource_version") or 0
-            elif kind == "PodDisruptionBudgetDeleted":
-                self.pdbs.pop(key, None)
-            elif kind == "DaemonSetApplied":
-                self.daemonsets[key] = data.get("resource_version") or 0
-            elif kind == "DaemonSetDeleted":
-                self.daemonsets.pop(key, None)
-            elif kind == "NodeClaimDeletionRequested":
-                self.deletions.add(data["nodeclaim"])
+    def remember(self, events: Iterable[c.Event]) -> None:
+        """Rebuild what was reported from the watcher's own facts, in log order."""
+        for event in events:
+            step = _REMEMBER.get(type(event))
+            if step is not None:
+                step(self, event)
 
 
-WATCHER_FACTS = (
-    "PodPending",
-    "PodBound",
-    "PodDeleted",
-    "NodeRegistered",
-    "NodeInitialized",
-    "NodeDeleted",
-    "NodePoolApplied",
-    "NodePoolRejected",
-    "NodePoolDeleted",
-    "PodDisruptionBudgetApplied",
-    "PodDisruptionBudgetDeleted",
-    "DaemonSetApplied",
-    "DaemonSetDeleted",
-    "NodeClaimDeletionRequested",
-    "NodeClaimNotReady",
-    "NodeClaimReady",
-)
+def _pod_pending(f: Facts, e: c.PodPending) -> None:
+    f.pods[e.key] = _Pod(e.uid or e.key, pending=True)
+
+
+def _pod_bound(f: Facts, e: c.PodBound) -> None:
+    f.pods.setdefault(e.key, _Pod(e.uid or e.key)).node = e.node
+
+
+def _pod_deleted(f: Facts, e: c.PodDeleted) -> None:
+    f.pods.pop(e.key, None)
+
+
+def _node_registered(f: Facts, e: c.NodeRegistered) -> None:
+    f.nodes[e.node] = _Node(e.provider_id, e.nodeclaim)
+
+
+def _node_initialized(f: Facts, e: c.NodeInitialized) -> None:
+    if e.node in f.nodes:
+        f.nodes[e.node].initialized = True
+
+
+def _node_readiness(f: Facts, e: c.NodeClaimReady | c.NodeClaimNotReady) -> None:
+    if e.node in f.nodes:
+        f.nodes[e.node].ready = isinstance(e, c.NodeClaimReady)
+
+
+def _node_deleted(f: Facts, e: c.NodeDeleted) -> None:
+    f.nodes.pop(e.node, None)
+
+
+def _pool_recorded(f: Facts, e: c.NodePoolApplied | c.NodePoolRejected) -> None:
+    document = e.nodepool_object
+    desired = _desired(document) if document is not None else None
+    valid = isinstance(e, c.NodePoolApplied)
+    startup = _startup_taints(document) if valid and document else frozenset()
+    f.pools[e.nodepool] = _Pool(e.resource_version or 0, desired, valid, startup)
+
+
+def _pool_deleted(f: Facts, e: c.NodePoolDeleted) -> None:
+    f.pools.pop(e.nodepool, None)
+
+
+def _pdb_applied(f: Facts, e: c.PodDisruptionBudgetApplied) -> None:
+    f.pdbs[e.key] = e.resource_version or 0
+
+
+def _pdb_deleted(f: Facts, e: c.PodDisruptionBudgetDeleted) -> None:
+    f.pdbs.pop(e.key, None)
+
+
+def _daemonset_applied(f: Facts, e: c.DaemonSetApplied) -> None:
+    f.daemonsets[e.key] = e.resource_version or 0
+
+
+def _daemonset_deleted(f: Facts, e: c.DaemonSetDeleted) -> None:
+    f.daemonsets.pop(e.key, None)
+
+
+def _deletion_requested(f: Facts, e: c.NodeClaimDeletionRequested) -> None:
+    f.deletions.add(e.nodeclaim)
+
+
+_REMEMBER: dict[type[c.Event], Callable[[Facts, Any], None]] = {
+    c.PodPending: _pod_pending,
+    c.PodBound: _pod_bound,
+    c.PodDeleted: _pod_deleted,
+    c.NodeRegistered: _node_registered,
+    c.NodeInitialized: _node_initialized,
+    c.NodeDeleted: _node_deleted,
+    c.NodePoolApplied: _pool_recorded,
+    c.NodePoolRejected: _pool_recorded,
+    c.NodePoolDeleted: _pool_deleted,
+    c.PodDisruptionBudgetApplied: _pdb_applied,
+    c.PodDisruptionBudgetDeleted: _pdb_deleted,
+    c.DaemonSetApplied: _daemonset_applied,
+    c.DaemonSetDeleted: _daemonset_deleted,
+    c.NodeClaimDeletionRequested: _deletion_requested,
+    c.NodeClaimNotReady: _node_readiness,
+    c.NodeClaimReady: _node_readiness,
+}
+WATCHER_FACTS = tuple(sorted(handled(_REMEMBER)))
+"""The facts the watcher reads back from the log when it starts: those it appends."""
 
 
 SERVER_SET = frozenset({"resourceVersion", "generation", "managedFields", "uid", "creationTimestamp", "selfLink"})

@@ -24,6 +24,7 @@ from services.watcher.facts import WATCHER_FACTS, Fact, Facts
 from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
+from shared.events.decode import decode
 from shared.events.envelope import NewEvent
 from shared.outages import OUTAGES
 from shared.policy.counters import ReservationError
@@ -115,8 +116,8 @@ class WatcherService:
 
     async def _list_and_watch(self, reason: str) -> None:
         facts = Facts()
-        async for page in self.store.read_types(WATCHER_FACTS):
-            facts.remember(page)
+        async for page in self.store.read_recorded(WATCHER_FACTS):
+            facts.remember(decode(recorded) for recorded in page)
         self.facts = facts
         snapshot = await self.cluster.snapshot()
         self.lists.labels(reason).inc()

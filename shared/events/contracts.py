@@ -78,6 +78,11 @@ class NamespacedEvent(Event):
     def _stream_key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def key(self) -> str:
+        """`namespace/name`, as kubectl and the cluster port name the object."""
+        return self._stream_key()
+
 
 class PodEvent(NamespacedEvent):
     STREAM_KIND: ClassVar[str] = "pod"

@@ -38,6 +38,8 @@ from shared.api.labels import (
     label_domain,
 )
 from shared.api.nodeclaim import NodeClaimConditionType as T
+from shared.events import contracts as c
+from shared.events.decode import Step, dispatch, handled
 from shared.events.envelope import RecordedEvent
 
 API_VERSION = "karpenter.sh/v1"
@@ -114,9 +116,7 @@ class NodeClaimRecords:
     ended: set[str] = field(default_factory=set)
 
     def apply(self, event: RecordedEvent) -> None:
-        step = _STEPS.get(event.type)
-        if step is not None:
-            step(self, event.data, event.occurred_at)
+        dispatch(self, _STEPS, event)
 
     def take_changed(self) -> tuple[set[str], set[str]]:
         """The claims changed and ended since the last call; both are emptied."""
@@ -124,69 +124,68 @@ class NodeClaimRecords:
         self.changed, self.ended = set(), set()
         return changed, ended
 
-    def _claim(self, data: Mapping[str, Any]) -> ClaimRecord | None:
-        record = self.claims.get(data["nodeclaim"])
+    def _claim(self, name: str) -> ClaimRecord | None:
+        record = self.claims.get(name)
         if record is not None:
             self.changed.add(record.name)
         return record
 
 
-def _pool_applied(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    r.pools[data["nodepool"]] = Pool(data["nodepool_object"], data.get("drift_hash"), data.get("drift_hash_version"))
+def _pool_applied(r: NodeClaimRecords, e: c.NodePoolApplied, at: RecordedEvent) -> None:
+    r.pools[e.nodepool] = Pool(e.nodepool_object, e.drift_hash, e.drift_hash_version)
 
 
-def _pool_deleted(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    r.pools.pop(data["nodepool"], None)  # its claims keep the template they were made from
+def _pool_deleted(r: NodeClaimRecords, e: c.NodePoolDeleted, at: RecordedEvent) -> None:
+    r.pools.pop(e.nodepool, None)  # its claims keep the template they were made from
 
 
-def _created(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    name = data["nodeclaim"]
-    r.claims[name] = ClaimRecord(
-        name=name,
-        nodepool=data["nodepool"],
-        created_at=at,
-        pool=r.pools.get(data["nodepool"]),
-        requirements=list(data.get("requirements") or []),
-        requests=dict(data.get("requests") or {}),
+def _created(r: NodeClaimRecords, e: c.NodeClaimCreated, recorded: RecordedEvent) -> None:
+    r.claims[e.nodeclaim] = ClaimRecord(
+        name=e.nodeclaim,
+        nodepool=e.nodepool,
+        created_at=recorded.occurred_at,
+        pool=r.pools.get(e.nodepool),
+        requirements=list(e.requirements),
+        requests=dict(e.requests),
     )
-    r.changed.add(name)
+    r.changed.add(e.nodeclaim)
 
 
-def _launched(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    record = r._claim(data)
+def _launched(r: NodeClaimRecords, e: c.NodeClaimLaunched, recorded: RecordedEvent) -> None:
+    record = r._claim(e.nodeclaim)
     if record is not None:
-        record.launched_at = at
-        record.provider_id, record.instance_type = data["provider_id"], data["instance_type"]
-        record.zone, record.capacity_type = data.get("zone"), data.get("capacity_type")
-        record.capacity = dict(data.get("capacity") or {})
-        record.allocatable = dict(data.get("allocatable") or {})
-        record.instance_labels = dict(data.get("labels") or {})
+        record.launched_at = recorded.occurred_at
+        record.provider_id, record.instance_type = e.provider_id, e.instance_type
+        record.zone, record.capacity_type = e.zone, e.capacity_type
+        record.capacity = dict(e.capacity)
+        record.allocatable = dict(e.allocatable)
+        record.instance_labels = dict(e.labels)
 
 
-def _registered(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    record = r._claim(data)
+def _registered(r: NodeClaimRecords, e: c.NodeClaimRegistered, recorded: RecordedEvent) -> None:
+    record = r._claim(e.nodeclaim)
     if record is not None and record.registered_at is None:
-        record.registered_at, record.node = at, data["node"]
+        record.registered_at, record.node = recorded.occurred_at, e.node
 
 
-def _initialized(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    record = r._claim(data)
+def _initialized(r: NodeClaimRecords, e: c.NodeClaimInitialized, recorded: RecordedEvent) -> None:
+    record = r._claim(e.nodeclaim)
     if record is not None and record.initialized_at is None:
-        record.initialized_at = at
+        record.initialized_at = recorded.occurred_at
 
 
-def _ended(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    if r.claims.pop(data["nodeclaim"], None) is not None:
-        r.changed.discard(data["nodeclaim"])
-        r.ended.add(data["nodeclaim"])
+def _ended(r: NodeClaimRecords, e: c.NodeClaimLaunchFailed | c.NodeClaimTerminated, at: RecordedEvent) -> None:
+    if r.claims.pop(e.nodeclaim, None) is not None:
+        r.changed.discard(e.nodeclaim)
+        r.ended.add(e.nodeclaim)
 
 
-def _decided(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
+def _decided(r: NodeClaimRecords, e: c.DisruptionDecided, recorded: RecordedEvent) -> None:
     """Upstream marks each candidate with the command's reason as it carries the command out."""
-    for name in data["candidates"]:
+    for name in e.candidates:
         record = r.claims.get(name)
         if record is not None and record.disruption is None:
-            record.disruption = (data["reason"], at, data["decision_id"])
+            record.disruption = (e.reason, recorded.occurred_at, e.decision_id)
             r.changed.add(name)
 
 
@@ -199,28 +198,28 @@ def _released(r: NodeClaimRecords, decision_id: str, names: Iterable[str]) -> No
             r.changed.add(name)
 
 
-def _validated(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    _released(r, data["decision_id"], data.get("dropped") or {})
+def _validated(r: NodeClaimRecords, e: c.DisruptionValidated, at: RecordedEvent) -> None:
+    _released(r, e.decision_id, e.dropped)
 
 
-def _cancelled(r: NodeClaimRecords, data: Mapping[str, Any], at: datetime) -> None:
-    _released(r, data["decision_id"], data.get("candidates") or [])
+def _cancelled(r: NodeClaimRecords, e: c.DisruptionCancelled, at: RecordedEvent) -> None:
+    _released(r, e.decision_id, e.candidates)
 
 
-_STEPS = {
-    "NodePoolApplied": _pool_applied,
-    "NodePoolDeleted": _pool_deleted,
-    "NodeClaimCreated": _created,
-    "NodeClaimLaunched": _launched,
-    "NodeClaimLaunchFailed": _ended,
-    "NodeClaimRegistered": _registered,
-    "NodeClaimInitialized": _initialized,
-    "NodeClaimTerminated": _ended,
-    "DisruptionDecided": _decided,
-    "DisruptionValidated": _validated,
-    "DisruptionCancelled": _cancelled,
+_STEPS: dict[type[c.Event], Step[NodeClaimRecords]] = {
+    c.NodePoolApplied: _pool_applied,
+    c.NodePoolDeleted: _pool_deleted,
+    c.NodeClaimCreated: _created,
+    c.NodeClaimLaunched: _launched,
+    c.NodeClaimLaunchFailed: _ended,
+    c.NodeClaimRegistered: _registered,
+    c.NodeClaimInitialized: _initialized,
+    c.NodeClaimTerminated: _ended,
+    c.DisruptionDecided: _decided,
+    c.DisruptionValidated: _validated,
+    c.DisruptionCancelled: _cancelled,
 }
-READS = frozenset(_STEPS)
+READS = handled(_STEPS)
 """The events `NodeClaimRecords.apply` reads: their payloads must keep their contracts."""
 
 

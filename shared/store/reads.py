@@ -140,6 +140,14 @@ class LogReader(ABC):
         async for rows in self._pages("position, type, data", 0, batch_size, "type = ANY($3::text[])", [list(types)]):
             yield [(t, d) for _, t, d in rows]
 
+    async def read_recorded(
+        self, types: Sequence[str], *, batch_size: int = 10000
+    ) -> AsyncIterator[list[RecordedEvent]]:
+        """Every event of these types, recorded, in position order: for a reader that decodes
+        them into their contracts (the watcher, what it once reported of the cluster)."""
+        async for rows in self._pages(sql.EVENT_COLUMNS, 0, batch_size, "type = ANY($3::text[])", [list(types)]):
+            yield [_recorded(r) for r in rows]
+
     async def pool_sizes(self, *, snapshot: str | None = None) -> dict[str, int]:
         """Events per pool the log names, counted by PostgreSQL (a scan: the counter rows'
         versions say the same for every pool the store itself wrote to)."""

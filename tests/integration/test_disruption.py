@@ -302,9 +302,10 @@ async def test_a_cheaper_replacement_only_another_pool_could_launch_is_never_dec
     document = scenario(
         [backend],
         [{"name": "api", "replicas": 1, "requests": {"cpu": "1", "memory": "1Gi"}} | tolerant],
-        [{"at": "2m", "applyNodePool": pool("web", cpus=("2",))}],
+        # late enough that a loaded machine has launched the backend node first (the premise)
+        [{"at": "5m", "applyNodePool": pool("web", cpus=("2",))}],
     )
-    await play(document, bus, store, 8)
+    await play(document, bus, store, 11)
     decisions, _, _ = await disruption_story(store)
     refused = [d["why"] for _, d in await events_of(store, ["DisruptionCancelled"])]
     assert decisions == [] and refused == []

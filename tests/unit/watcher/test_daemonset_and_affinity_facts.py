@@ -109,7 +109,7 @@ def test_a_restarted_watcher_reports_only_daemonset_differences(listed, expected
     live = Facts()
     reported = live.observe(ds(5))
     restarted = Facts()
-    restarted.remember((f.event.TYPE, f.event.payload()) for f in reported)
+    restarted.remember(f.event for f in reported)
     again = restarted.resync(Snapshot(10, listed))
     assert [(f.event.TYPE, f.event_id) for f in again] == [(k, fact_id(k, KEY, v)) for k, v in expected]
     if not listed:  # the same id a watcher that never stopped would give the deletion
@@ -146,7 +146,7 @@ def test_a_list_reports_daemonsets_before_pods_and_the_log_remembers_them():
     order = [f.event.TYPE for f in facts]
     assert order.index("DaemonSetApplied") < order.index("PodPending")
     restarted = Facts()
-    restarted.remember((f.event.TYPE, f.event.payload()) for f in facts)
+    restarted.remember(f.event for f in facts)
     assert restarted.daemonsets == {"default/node-exporter": next(e.resource_version for e in _applied(facts))}
     assert restarted.resync(world.cluster.snapshot()) == []
 

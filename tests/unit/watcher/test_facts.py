@@ -75,7 +75,7 @@ def test_a_restarted_watcher_lists_and_reports_only_what_changed_with_the_same_i
     world.cluster.delete_nodepool("general")
     world.advance(world.now)  # the controller replaces the lost pods
     restarted = Facts()
-    restarted.remember((f.event.TYPE, f.event.payload()) for f in reported)
+    restarted.remember(f.event for f in reported)
     again = restarted.resync(world.cluster.snapshot())
     kinds = types(again)
     assert kinds["PodDeleted"] == 3 and kinds["NodeDeleted"] == 1 and kinds["NodePoolDeleted"] == 1
@@ -145,7 +145,7 @@ def test_an_initialized_node_that_goes_not_ready_and_back_is_reported_once_each_
         ("NodeClaimNotReady", "general-a", "general")
     ]
     restarted = Facts()
-    restarted.remember((f.event.TYPE, f.event.payload()) for f in reported + down)
+    restarted.remember(f.event for f in reported + down)
     assert restarted.resync(world.cluster.snapshot()) == []
     rv = world.cluster.resource_version
     world.advance(world.now + timedelta(minutes=3))
