@@ -267,6 +267,10 @@ def _check_promises_and_report(env: dict[str, str], tmp_path: Path, summary: dic
     # minimum over no matching budget): two replacements may overlap, and the audit checks each decision
     assert summary["max_disrupting"].get("batch", 0) <= 1
     assert summary["pdb_violations"] == 0
+    # each termination told: requested, drained (pods evicted) and ended in that order
+    ended = [t for t in summary["terminations"] if t["terminated_at"] is not None]
+    assert ended and all(t["requested_at"] <= t["terminated_at"] for t in ended)
+    assert sum(t["evicted"] for t in ended) >= 1 and summary["evictions"] >= sum(t["evicted"] for t in ended)
     assert set(summary["samples"]) == {"burst", "consolidated", "drifted"}
     # the report
     png = (out / "nodes.png").read_bytes()

@@ -1,6 +1,7 @@
 """Termination as users meet it: a replica killed with SIGKILL in the middle of a drain (another
-finishes it, and the sim's count of eviction requests shows no pod asked for twice), `nodewright delete nodeclaim --wait` beside a running
-`nodewright up`, and `nodewright run` reporting terminations."""
+finishes it, and the sim's count of eviction requests shows no pod asked for twice), and
+`nodewright delete nodeclaim --wait` beside a running `nodewright up`. What `run` reports of
+terminations is checked on the flagship day (tests/e2e/test_run.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import yaml
 
 from cli.audit import audit_database
 from shared.store.eventstore import EventStore
-from tests.e2e.processes import System, cli_environment, drop_run_log, environment, gone, pids, run_log_url, wait_for
+from tests.e2e.processes import System, cli_environment, environment, gone, pids, wait_for
 from tests.integration.test_termination import scenario
 
 pytestmark = pytest.mark.timeout(300)
@@ -128,7 +129,6 @@ def test_delete_nodeclaim_beside_a_running_up_drains_it_and_waits(
 
 
 def _wait_for_a_launched_claim(url: str, seconds: float = 60) -> str:
-    import asyncio
 
     async def launched() -> list[str]:
         store = EventStore.connect(url, pool_size=1)
@@ -146,29 +146,3 @@ def _wait_for_a_launched_claim(url: str, seconds: float = 60) -> str:
             return claims[0]
         time.sleep(0.5)
     raise AssertionError("no claim was launched")
-
-
-def test_run_reports_each_termination(tmp_path: Path, fresh_database_url: str, nats_server_url: str):
-    document = scenario([{"name": "web", "replicas": 2, "requests": {"cpu": "1"}}], delete=1, at="20m")
-    document["spec"]["duration"] = "40m"
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(document))
-    env = cli_environment(tmp_path, fresh_database_url, nats_server_url, f"run{os.getpid()}")
-    done = subprocess.run(
-        [NODEWRIGHT, "run", str(path), "--speed", "120", "--output", "json"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    summary = json.loads(done.stdout)
-    asyncio.run(drop_run_log(run_log_url(fresh_database_url, summary["run"])))
-    (termination,) = summary["terminations"]
-    assert termination["nodepool"] == "p" and termination["terminated_at"] is not None
-    assert termination["requested_at"] <= termination["terminated_at"]
-    assert termination["evicted"] >= 1 and termination["forced"] == 0
-    assert summary["evictions"] >= termination["evicted"] and summary["pdb_violations"] == 0
-    assert summary["final_nodes"] == {"p": 1}  # the replacement
-    assert summary["audit_ok"] is True

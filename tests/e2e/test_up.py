@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from shared.bus.names import BusNames
 from shared.config import driver_params
 from tests.conftest import ROOT
-from tests.e2e.processes import cli_environment, gone, pids, stop_command
+from tests.e2e.processes import cli_environment, gone, pids
 
 pytestmark = pytest.mark.timeout(180)
 NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
@@ -141,77 +140,3 @@ def test_a_bad_scenario_starts_nothing(tmp_path):
     assert done.returncode == 2
     assert "spec.timeline[0].scale.replicas" in done.stderr and "started" not in done.stdout
     assert not (tmp_path / "data" / "postgres").exists()
-
-
-def ready(port_file: Path) -> tuple[int, str]:
-    """A process's /readyz answer: its status and body (0 when it does not answer)."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        port = int(port_file.read_text())
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except (OSError, ValueError):
-        return 0, ""
-
-
-def test_up_restarts_a_killed_service_and_rides_out_a_database_restart(tmp_path, nats_server_url):
-    """A scheduler killed with SIGKILL comes back (new pid, said in the output, with why);
-    PostgreSQL restarted under every process: readiness says so meanwhile, nothing else crashes,
-    up stops everything and says at its end that the scheduler died (exit 3: a kill from outside
-    is a death too), and the log audits clean."""
-    from shared.runtime.servers import EmbeddedPostgres
-
-    with EmbeddedPostgres(tmp_path / "pg") as server:
-        env = cli_environment(tmp_path, server.url, nats_server_url, f"sup{os.getpid()}")
-        output = tmp_path / "up.out"
-        with output.open("w") as out:
-            running = subprocess.Popen(
-                [NODEWRIGHT, "up", "--scenario", BURST, "--speed", "60", "--for", "25", "--no-live"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=tmp_path,
-                text=True,
-            )
-        try:
-            deadline = time.monotonic() + 60
-            while "disruption" not in pids(output.read_text()) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            first = pids(output.read_text())["scheduler"]
-            os.kill(first, signal.SIGKILL)
-            while "restarted scheduler" not in output.read_text() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            said = output.read_text()
-            assert (
-                f"scheduler (pid {first}) exited with -9: killed by SIGKILL; restarting in 1 s (restart 1)" in said
-            ), said
-            port_file = tmp_path / "data" / "ports" / "scheduler.port"
-            while ready(port_file)[0] != 200 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert ready(port_file)[0] == 200
-
-            restarting = threading.Thread(target=server.restart, kwargs={"down_for": 4.0})  # every session cut
-            restarting.start()
-            seen: set[tuple[int, bool]] = set()
-            while restarting.is_alive():
-                status, body = ready(port_file)
-                seen.add((status, "PostgreSQL does not answer" in body))
-                time.sleep(0.2)
-            restarting.join()
-            assert (503, True) in seen, seen  # readiness told the truth while it was down
-            while ready(port_file)[0] != 200 and time.monotonic() < deadline + 30:
-                time.sleep(0.2)
-            assert ready(port_file)[0] == 200  # and is ready again after
-            assert running.wait(timeout=90) == 3, output.read_text()[-3000:]  # a kill from outside counts
-        finally:
-            stop_command(running)
-        said = output.read_text()
-        assert "stopped: every process and server is down" in said and "Traceback" not in said
-        assert said.count("exited with") == 1, said  # only the one killed: the others rode the restart out
-        assert "error: scheduler died once: killed by SIGKILL" in said  # said at the end, with why
-        audit = subprocess.run([NODEWRIGHT, "audit"], capture_output=True, text=True, env=env, cwd=tmp_path)
-        assert audit.returncode == 0, audit.stdout + audit.stderr
