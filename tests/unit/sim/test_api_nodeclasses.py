@@ -119,3 +119,16 @@ def test_a_patch_is_admitted_and_the_status_moves_through_the_subresource_only()
     deleted = call(cluster, "DELETE", f"{NODECLASSES}/default")
     assert deleted.status == 200
     assert call(cluster, "GET", f"{NODECLASSES}/default").status == 404
+
+
+def test_kubelet_fields_nodewright_does_not_read_are_kept_even_when_strict():
+    cluster = world().cluster
+    document = copy.deepcopy(NODECLASS)
+    document["spec"]["kubelet"] = {"maxPods": 58, "registryPullQPS": 10}
+    document["spec"]["unknown"] = True
+    strict = Request("POST", NODECLASSES, {"fieldValidation": "Strict"}, document, "", "")
+    refused = handle(cluster, strict, T0)
+    assert refused.status == 400 and 'unknown field "spec.unknown"' in refused.body["message"]
+    del document["spec"]["unknown"]
+    created = handle(cluster, Request("POST", NODECLASSES, {"fieldValidation": "Strict"}, document, "", ""), T0)
+    assert created.status == 201 and created.body["spec"]["kubelet"] == {"maxPods": 58, "registryPullQPS": 10}
