@@ -1,4 +1,5 @@
-"""`nodewright validate`: accept or reject NodePool files as Karpenter's API server would."""
+"""`nodewright validate`: accept or reject NodePool and EC2NodeClass files as Karpenter's API
+server would."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.api.documents import NO_DOCUMENT, DocumentError, validate_text
+from shared.api.documents import NO_DOCUMENT, DocumentError, validate_api_text
+from shared.api.nodeclass_validation import NodeClassValidation
 from shared.api.validation import NodePoolValidation
 from shared.config import InputLimits
 from shared.runtime.inputs import InputError, limits_now, read_text
@@ -17,7 +19,7 @@ EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 @dataclass
 class FileReport:
     file: str
-    results: list[NodePoolValidation] = field(default_factory=list)
+    results: list[NodePoolValidation | NodeClassValidation] = field(default_factory=list)
     error: str | None = None
 
 
@@ -29,7 +31,7 @@ def check_files(paths: list[Path], limits: InputLimits | None = None) -> list[Fi
     for path in paths:
         report = FileReport(str(path))
         try:
-            report.results = validate_text(read_text(path, limits), limits.max_nesting)
+            report.results = validate_api_text(read_text(path, limits), limits.max_nesting)
             if not report.results:
                 report.error = NO_DOCUMENT
         except InputError as exc:

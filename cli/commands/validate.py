@@ -1,4 +1,5 @@
-"""`nodewright validate`: NodePool files checked as Karpenter's API server would check them."""
+"""`nodewright validate`: NodePool and EC2NodeClass files checked as Karpenter's API server would
+check them."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ def register(app: typer.Typer) -> None:
 
 
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="NodePool YAML files (multi-document allowed)")],
+    files: Annotated[list[Path], typer.Argument(help="NodePool and EC2NodeClass YAML files (multi-document allowed)")],
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """Validate NodePools as Karpenter's API server would: exit 0 valid, 1 invalid, 2 unreadable."""
+    """Validate NodePools and EC2NodeClasses as Karpenter's API server would: exit 0 valid, 1
+    invalid, 2 unreadable."""
     try:
         reports = validate_cmd.check_files(files)
     except InputError as exc:

@@ -1,5 +1,6 @@
 """What the sim's API server keeps besides pods, nodes and workloads: NodePools and NodeClaims
-(karpenter.sh/v1 objects, kept as the API serves them), core/v1 Events and Namespaces.
+(karpenter.sh/v1 objects, kept as the API serves them), EC2NodeClasses (karpenter.k8s.aws/v1,
+kept and served, read by nothing in the sim yet), core/v1 Events and Namespaces.
 
 A mixin of `SimCluster`, whose one resource-version counter (`record`) every change here moves.
 An object with finalizers is only marked when deleted (its deletion timestamp set) and goes,
@@ -20,13 +21,22 @@ from shared.ports import cluster as ports
 from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODECLAIM, NODEPOOL
 
 EVENT, NAMESPACE = "Event", "Namespace"
+EC2NODECLASS = "EC2NodeClass"
+AWS_API_VERSION = "karpenter.k8s.aws/v1"
 EVENTS_KEPT = 10_000
 """Kubernetes Events kept, the oldest dropped first (the API server lets them expire)."""
 INITIAL_NAMESPACES = ("default", "kube-system")
 KARPENTER_API_VERSION = "karpenter.sh/v1"
 _UIDS = uuid.UUID("0b9c4f57-6d1f-4d5e-9a57-73696d617069")
-_CLUSTER_SCOPED = frozenset({"Node", NODEPOOL, NODECLAIM, NAMESPACE})
-_API_VERSIONS = {NODEPOOL: KARPENTER_API_VERSION, NODECLAIM: KARPENTER_API_VERSION, "PodDisruptionBudget": "policy/v1"}
+_CLUSTER_SCOPED = frozenset({"Node", NODEPOOL, NODECLAIM, EC2NODECLASS, NAMESPACE})
+_API_VERSIONS = {
+    NODEPOOL: KARPENTER_API_VERSION,
+    NODECLAIM: KARPENTER_API_VERSION,
+    EC2NODECLASS: AWS_API_VERSION,
+    "PodDisruptionBudget": "policy/v1",
+}
+CUSTOM_KINDS = (NODEPOOL, NODECLAIM, EC2NODECLASS)
+"""The custom resources the sim's API keeps as API objects."""
 
 
 def object_uid(*parts: object) -> str:
@@ -46,6 +56,7 @@ class Registry:
     def _init_registry(self) -> None:
         self.nodepools: dict[str, dict[str, Any]] = {}
         self.nodeclaims: dict[str, dict[str, Any]] = {}
+        self.ec2nodeclasses: dict[str, dict[str, Any]] = {}
         self.events: dict[str, dict[str, Any]] = {}  # namespace/name -> core/v1 Event
         self._event_index: dict[tuple[str, str, str, str], str] = {}  # (kind, key, reason, message) -> Event
         self._event_serial = 0
@@ -57,12 +68,13 @@ class Registry:
     # --- karpenter.sh/v1 objects -----------------------------------------------------------------
 
     def custom(self, kind: str) -> dict[str, dict[str, Any]]:
-        """The NodePools or the NodeClaims, by name."""
-        return self.nodepools if kind == NODEPOOL else self.nodeclaims
+        """The NodePools, the NodeClaims or the EC2NodeClasses, by name."""
+        return {NODEPOOL: self.nodepools, NODECLAIM: self.nodeclaims, EC2NODECLASS: self.ec2nodeclasses}[kind]
 
     def create_custom(self, kind: str, document: dict[str, Any], now: datetime | None) -> dict[str, Any]:
-        """A new NodePool or NodeClaim: given its uid, creation time and generation 1; the status
-        a create carries is dropped, as the API server drops it for a status subresource."""
+        """A new custom resource (NodePool, NodeClaim, EC2NodeClass): given its uid, creation time
+        and generation 1; the status a create carries is dropped, as the API server drops it for a
+        status subresource."""
         name = str(document["metadata"]["name"])
         store = self.custom(kind)
         if name in store:
@@ -73,7 +85,7 @@ class Registry:
             metadata["creationTimestamp"] = api_time(now)
         for gone in ("resourceVersion", "deletionTimestamp", "managedFields", "selfLink"):
             metadata.pop(gone, None)
-        stored = {"apiVersion": KARPENTER_API_VERSION, "kind": kind, **document, "metadata": metadata}
+        stored = {"apiVersion": _API_VERSIONS[kind], "kind": kind, **document, "metadata": metadata}
         stored.pop("status", None)
         store[name] = stored
         self.record(kind, ADDED, name, stored)

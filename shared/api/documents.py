@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.api.loading import MAX_NESTING, LoadError, yaml_documents
+from shared.api.nodeclass_validation import NodeClassValidation, validate_nodeclass
 from shared.api.nodepool import NodePool
 from shared.api.validation import NodePoolValidation, validate_nodepool
 
@@ -66,6 +67,33 @@ def _require_nodepool(doc: Any, index: int) -> None:
 
 def validate_text(text: str, max_nesting: int = MAX_NESTING) -> list[NodePoolValidation]:
     return [validate_nodepool(d.body) for d in nodepool_documents(text, max_nesting)]
+
+
+_VALIDATORS = {"NodePool": validate_nodepool, "EC2NodeClass": validate_nodeclass}
+_API_LIST_KINDS = ("List", "NodePoolList", "EC2NodeClassList")
+
+
+def validate_api_text(text: str, max_nesting: int = MAX_NESTING) -> list[NodePoolValidation | NodeClassValidation]:
+    """Every NodePool and EC2NodeClass in the text validated, in order (`nodewright validate`);
+    raises DocumentError for any other kind, naming the document."""
+    out: list[NodePoolValidation | NodeClassValidation] = []
+    for index, doc in enumerate(_safe_load_all(text, max_nesting)):
+        if not isinstance(doc, dict):
+            raise DocumentError(f"document {index + 1} is not a mapping (got {type(doc).__name__})")
+        items = [doc]
+        if doc.get("kind") in _API_LIST_KINDS:
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise DocumentError(f"document {index + 1}: 'items' of a {doc.get('kind')} must be a list")
+        for item in items:
+            kind = item.get("kind") if isinstance(item, dict) else None
+            if kind not in _VALIDATORS:
+                shown = f"kind {kind!r}" if kind is not None else "no kind"
+                raise DocumentError(
+                    f"document {index + 1} has {shown}; only NodePool and EC2NodeClass documents are accepted"
+                )
+            out.append(_VALIDATORS[kind](item))
+    return out
 
 
 def load_nodepools(text: str, max_nesting: int = MAX_NESTING) -> list[NodePool]:

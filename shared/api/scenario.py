@@ -4,7 +4,9 @@ one before any process starts.
 
 Validated like NodePools: every error names its field path (`spec.workloads[2].pdb`) and the
 rule; NodePools inside a scenario (`spec.nodePools`, `spec.nodePoolFiles`, `applyNodePool`) get
-the full NodePool validation. Offsets (`at`, `from`, `to`) are Go durations from `spec.start`.
+the full NodePool validation, and EC2NodeClasses (`spec.nodeClasses`) the full EC2NodeClass
+validation (parsed and kept; the sim does not play them yet). Offsets (`at`, `from`, `to`) are
+Go durations from `spec.start`.
 
 Sizes are bounded so an absurd scenario is refused before any process starts, never played as
 an empty run that reports a clean audit: a duration is positive and at most 366 days, offsets
@@ -37,8 +39,10 @@ from shared.api.bounds import MAX_ITEMS, MAX_LATENCY, MAX_PODS, MAX_REPLICAS, MA
 from shared.api.core import Toleration
 from shared.api.documents import DocumentError, nodepool_documents
 from shared.api.duration import format_duration, parse_duration
+from shared.api.ec2nodeclass import EC2NodeClass
 from shared.api.instants import out_of_range
 from shared.api.loading import MAX_NESTING, LoadError, check_nesting
+from shared.api.nodeclass_validation import validate_nodeclass
 from shared.api.nodepool import NodePool
 from shared.api.pod import Affinity, TopologySpreadConstraint
 from shared.api.quantity import BoundedQuantity
@@ -231,6 +235,7 @@ class ScenarioSpec(APIModel):
     cloud: CloudSpec = Field(default_factory=CloudSpec)
     node_pools: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
     node_pool_files: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
+    node_classes: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
     daemon_sets: list[DaemonSetSpec] = Field(default_factory=list, max_length=MAX_ITEMS)
     workloads: list[WorkloadSpec] = Field(default_factory=list, max_length=MAX_ITEMS)
     timeline: list[TimelineEntry] = Field(default_factory=list, max_length=MAX_ITEMS)
@@ -272,6 +277,7 @@ class Scenario:
     document: ScenarioDocument
     nodepools: tuple[NodePool, ...]
     timeline_nodepools: dict[int, NodePool]  # timeline index -> the NodePool it applies
+    nodeclasses: tuple[EC2NodeClass, ...] = ()
 
     @property
     def name(self) -> str:
@@ -348,6 +354,17 @@ def validate_scenario(
             continue
         for doc in docs:
             pools.extend(_nodepool(doc.body, f"spec.nodePoolFiles[{i}]({name})", errors))
+    classes: list[EC2NodeClass] = []
+    for i, raw in enumerate(spec.node_classes):
+        result = validate_nodeclass(raw)
+        path = f"spec.nodeClasses[{i}]"
+        errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in result.errors)
+        if result.nodeclass is not None:
+            if any(c.name == result.nodeclass.name for c in classes):
+                errors.append(
+                    FieldError(path, f"Duplicate value: EC2NodeClass {result.nodeclass.name!r} is defined twice")
+                )
+            classes.append(result.nodeclass)
     known_pools = set()
     for pool in pools:
         if pool.name in known_pools:
@@ -420,7 +437,7 @@ def validate_scenario(
                 )
     if errors:
         return None, errors
-    return Scenario(parsed, tuple(pools), timeline_pools), []
+    return Scenario(parsed, tuple(pools), timeline_pools, tuple(classes)), []
 
 
 def _nodepool(raw: Any, path: str, errors: list[FieldError]) -> list[NodePool]:

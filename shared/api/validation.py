@@ -37,7 +37,12 @@ from shared.api.nodepool import NodePool
 MAX_REQUIREMENTS_AND_LABELS = 100
 
 # Fields whose pydantic location segments after them are map keys, shown as `limits[cpu]`.
-_MAP_FIELDS = frozenset({"labels", "annotations", "limits", "resources", "requests", "capacity", "allocatable"})
+_MAP_FIELDS = frozenset(
+    {
+        *("labels", "annotations", "limits", "resources", "requests", "capacity", "allocatable"),
+        *("tags", "systemReserved", "kubeReserved", "evictionHard", "evictionSoft", "evictionSoftGracePeriod"),
+    }
+)
 _NON_NEGATIVE_INT = re.compile(r"^\+?[0-9]+$|^-0+$")
 
 
@@ -87,6 +92,8 @@ def _schema_message(err: Any) -> str:
         word = "greater" if kind == "greater_than_equal" else "less"
         bound = ctx.get("ge", ctx.get("le"))
         return f"Invalid value: {value}: should be {word} than or equal to {bound}"
+    if kind == "too_long" and ctx.get("actual_length") is None and isinstance(value, dict):
+        return f"Too many: {len(value)}: must have at most {ctx.get('max_length')} entries"
     if kind == "too_long":
         return f"Too many: {ctx.get('actual_length')}: must have at most {ctx.get('max_length')} items"
     if kind == "string_too_long":

@@ -1,7 +1,8 @@
-"""The karpenter.sh/v1 CustomResourceDefinitions nodewright serves (the sim) and ships (deploy/).
+"""The CustomResourceDefinitions nodewright serves (the sim) and ships (deploy/): karpenter.sh/v1
+NodePool and NodeClaim, and the AWS provider's karpenter.k8s.aws/v1 EC2NodeClass.
 
 Generated from the models (`shared.kube.schema`), so the API server and nodewright's own
-validation agree on what a NodePool or NodeClaim may hold; names, subresources and the columns
+validation agree on what a NodePool, NodeClaim or EC2NodeClass may hold; names, subresources and the columns
 `kubectl get` prints are upstream's, so tooling written for Karpenter reads them alike. The
 models' extensions (`budgets[].timeZone`, `disruption.nodeLimitMode`) are part of the schema.
 
@@ -18,6 +19,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from shared.api.ec2nodeclass import GROUP as AWS_GROUP
+from shared.api.ec2nodeclass import EC2NodeClass
 from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodeclaim import NodeClaim
 from shared.api.nodepool import NodePool
@@ -54,6 +57,7 @@ class Kind:
     columns: tuple[Column, ...]
     scale: dict[str, str] | None = None
     short_names: tuple[str, ...] = field(default=())
+    group: str = GROUP
 
     @property
     def singular(self) -> str:
@@ -61,7 +65,7 @@ class Kind:
 
     @property
     def name(self) -> str:
-        return f"{self.plural}.{GROUP}"
+        return f"{self.plural}.{self.group}"
 
 
 def _label(key: str) -> str:
@@ -108,7 +112,15 @@ NODECLAIM = Kind(
         Column("Drifted", _condition("Drifted"), priority=1),
     ),
 )
-KINDS = (NODEPOOL, NODECLAIM)
+EC2NODECLASS = Kind(
+    model=EC2NodeClass,
+    kind="EC2NodeClass",
+    plural="ec2nodeclasses",
+    columns=(Column("Ready", _condition("Ready")), _AGE, Column("Role", ".spec.role", priority=1)),
+    short_names=("ec2nc", "ec2ncs"),
+    group=AWS_GROUP,
+)
+KINDS = (NODEPOOL, NODECLAIM, EC2NODECLASS)
 
 
 def custom_resource_definition(kind: Kind) -> dict[str, Any]:
@@ -132,7 +144,7 @@ def custom_resource_definition(kind: Kind) -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {"name": kind.name},
         "spec": {
-            "group": GROUP,
+            "group": kind.group,
             "names": names,
             "scope": "Cluster",
             "versions": [
@@ -150,7 +162,7 @@ def custom_resource_definition(kind: Kind) -> dict[str, Any]:
 
 
 def custom_resource_definitions() -> list[dict[str, Any]]:
-    """Every CRD nodewright serves and ships: NodePool, then NodeClaim."""
+    """Every CRD nodewright serves and ships: NodePool, NodeClaim, then EC2NodeClass."""
     return [custom_resource_definition(kind) for kind in KINDS]
 
 

@@ -9,7 +9,6 @@ makes, with the same messages, so a real API server and nodewright refuse alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -38,40 +37,8 @@ from shared.api.nodepool import (
     NodePoolSpec,
     NodePoolStatus,
 )
-
-Rules = tuple[tuple[str, str], ...]
-"""CEL rules as (rule, message) pairs."""
-
-
-@dataclass(frozen=True)
-class Marker:
-    """One field's markers. `format` names the Go integer type of a bounded integer; `schema`
-    types a field on the wire that the model deliberately leaves untyped (so that nodewright, not
-    the API server, refuses it with its own message)."""
-
-    description: str
-    format: str | None = None
-    list_type: str | None = None
-    list_map_keys: tuple[str, ...] = ()
-    map_type: str | None = None
-    validations: Rules = ()
-    schema: dict[str, Any] | None = None
-    required: bool = False
-
-    def extensions(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.format:
-            out["format"] = self.format
-        if self.list_type:
-            out["x-kubernetes-list-type"] = self.list_type
-        if self.list_map_keys:
-            out["x-kubernetes-list-map-keys"] = list(self.list_map_keys)
-        if self.map_type:
-            out["x-kubernetes-map-type"] = self.map_type
-        if self.validations:
-            out["x-kubernetes-validations"] = [{"rule": r, "message": m} for r, m in self.validations]
-        return out
-
+from shared.kube.marker import Marker, Rules
+from shared.kube.nodeclass_markers import NODECLASS_FIELDS, NODECLASS_TYPES
 
 _BOUND_OPERATORS = ", ".join(f"'{o}'" for o in (Operator.GT, Operator.LT, Operator.GTE, Operator.LTE))
 _KEY_HEAD_IN_DOMAIN = rf"^[^/]*{KARPENTER_DOMAIN.replace('.', '[.]')}(/|$)"
@@ -158,6 +125,7 @@ TYPES: dict[type[Any], str] = {
     NodeLimitMode: "How `limits.nodes` binds graceful disruption's replacements.",
     ConditionStatus: "The condition's status.",
     Operator: "How the key relates to the values.",
+    **NODECLASS_TYPES,
 }
 
 FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
@@ -330,4 +298,5 @@ FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
     (NodeClaimStatus, "lastPodEventTime"): Marker(
         "When a pod was last scheduled to or removed from the node; consolidateAfter counts from it."
     ),
+    **NODECLASS_FIELDS,
 }

@@ -78,7 +78,7 @@ RESOURCES = (
     Resource("apps", "v1", "DaemonSet", "daemonsets", namespaced=True, subresources=("status",)),
     *(
         Resource(
-            "karpenter.sh",
+            kind.group,
             "v1",
             kind.kind,
             kind.plural,

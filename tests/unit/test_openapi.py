@@ -50,7 +50,17 @@ def _real_definitions() -> dict[str, Any]:
 
 def test_the_index_addresses_every_document_by_its_hash() -> None:
     index = openapi_v3_index()["paths"]
-    assert list(index) == group_version_paths() == ["api/v1", "apis/policy/v1", "apis/apps/v1", "apis/karpenter.sh/v1"]
+    assert (
+        list(index)
+        == group_version_paths()
+        == [
+            "api/v1",
+            "apis/policy/v1",
+            "apis/apps/v1",
+            "apis/karpenter.sh/v1",
+            "apis/karpenter.k8s.aws/v1",
+        ]
+    )
     for path, entry in index.items():
         assert entry["serverRelativeURL"] == f"/openapi/v3/{path}?hash={document_hash(path)}"
     assert len({document_hash(p) for p in index}) == len(index)
@@ -97,22 +107,21 @@ def test_every_reference_resolves_and_every_kind_is_found_once(path: str) -> Non
 
 
 def test_the_custom_kinds_are_the_crds_schemas() -> None:
-    schemas = openapi_v3_document("apis/karpenter.sh/v1")["components"]["schemas"]
     for crd in custom_resource_definitions():
-        kind = crd["spec"]["names"]["kind"]
-        published = dict(schemas[f"sh.karpenter.v1.{kind}"])
+        kind, group = crd["spec"]["names"]["kind"], crd["spec"]["group"]
+        schemas = openapi_v3_document(f"apis/{group}/v1")["components"]["schemas"]
+        package = ".".join(reversed(group.split(".")))
+        published = dict(schemas[f"{package}.v1.{kind}"])
         crd_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-        assert published.pop("x-kubernetes-group-version-kind") == [
-            {"group": "karpenter.sh", "version": "v1", "kind": kind}
-        ]
+        assert published.pop("x-kubernetes-group-version-kind") == [{"group": group, "version": "v1", "kind": kind}]
         assert {k: v for k, v in published["properties"].items() if k != "metadata"} == {
             k: v for k, v in crd_schema["properties"].items() if k != "metadata"
         }
         assert published["properties"]["metadata"]["allOf"] == [
             {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
         ]
-        listed = schemas[f"sh.karpenter.v1.{kind}List"]
-        assert listed["properties"]["items"]["items"] == {"$ref": f"#/components/schemas/sh.karpenter.v1.{kind}"}
+        listed = schemas[f"{package}.v1.{kind}List"]
+        assert listed["properties"]["items"]["items"] == {"$ref": f"#/components/schemas/{package}.v1.{kind}"}
 
 
 def _expected(real: dict[str, Any]) -> dict[str, Any] | str:

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.sim.api.resources import KUBERNETES
-from services.sim.registry import EVENT, NAMESPACE, object_uid
-from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, WatchEvent
+from services.sim.registry import CUSTOM_KINDS, EVENT, NAMESPACE, object_uid
+from shared.ports.cluster import DAEMONSET, NODE, PDB, POD, WatchEvent
 
 READY_REASON = "KubeletReady"
 UNSCHEDULABLE_KEY = "node.kubernetes.io/unschedulable"
@@ -37,7 +37,7 @@ def render(
         return pdb(obj, version, extra)
     if event.kind == DAEMONSET:
         return daemonset(obj, version, extra)
-    if event.kind in (NODEPOOL, NODECLAIM, EVENT, NAMESPACE):
+    if event.kind in (*CUSTOM_KINDS, EVENT, NAMESPACE):
         return {**obj, "metadata": {**obj.get("metadata", {}), "resourceVersion": version}}
     raise ValueError(f"no API rendering for kind {event.kind!r}")
 

@@ -1,6 +1,7 @@
 """The resources the sim's API serves, and the discovery documents (`/api`, `/apis`, each group
-version, `/version`) kubectl and client-go resolve them from. The karpenter.sh/v1 resources come
-from the CRDs (`shared.kube.crds`), so discovery, printer columns and OpenAPI agree with them."""
+version, `/version`) kubectl and client-go resolve them from. The custom resources
+(karpenter.sh/v1, karpenter.k8s.aws/v1) come from the CRDs (`shared.kube.crds`), so discovery,
+printer columns and OpenAPI agree with them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.kube.crds import custom_resource_definitions
-from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD
+from shared.ports.cluster import DAEMONSET, NODE, PDB, POD
 
 READ = ("get", "list", "watch")
 WRITE = ("create", "update", "patch", "delete")
@@ -87,14 +88,13 @@ def _builtin() -> list[Resource]:
 
 @functools.cache
 def crds() -> dict[str, dict[str, Any]]:
-    """The karpenter.sh CRDs by kind."""
+    """The CRDs nodewright serves, by kind."""
     return {d["spec"]["names"]["kind"]: d for d in custom_resource_definitions()}
 
 
 def _custom() -> list[Resource]:
     out = []
-    for kind in (NODEPOOL, NODECLAIM):
-        crd = crds()[kind]
+    for kind, crd in crds().items():
         names, version = crd["spec"]["names"], crd["spec"]["versions"][0]
         out.append(
             Resource(

@@ -11,7 +11,7 @@ from services.sim.api.render import render
 from services.sim.api.resources import Resource
 from services.sim.api.status import not_found
 from services.sim.cluster import SimCluster
-from services.sim.registry import EVENT, NAMESPACE, api_time
+from services.sim.registry import EC2NODECLASS, EVENT, NAMESPACE, api_time
 from shared.ports.cluster import ADDED, DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, WatchEvent
 
 
@@ -47,6 +47,7 @@ def _store(cluster: SimCluster, kind: str) -> Mapping[str, Any]:
         DAEMONSET: cluster.daemonsets,
         NODEPOOL: cluster.nodepools,
         NODECLAIM: cluster.nodeclaims,
+        EC2NODECLASS: cluster.ec2nodeclasses,
         EVENT: cluster.events,
         NAMESPACE: cluster.namespaces,
     }[kind]

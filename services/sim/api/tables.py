@@ -1,8 +1,8 @@
 """Server-side printing: the `Table` (meta.k8s.io/v1) kubectl asks for with
 `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`. Built-in kinds get the API server's
-usual columns; NodePools and NodeClaims their CRD's additionalPrinterColumns (TYPE, CAPACITY,
-ZONE, NODE, READY, AGE for a NodeClaim), read by the simple JSONPath those columns use. Ages are
-measured on the sim's clock. Pure."""
+usual columns; custom resources (NodePools, NodeClaims, EC2NodeClasses) their CRD's
+additionalPrinterColumns (TYPE, CAPACITY, ZONE, NODE, READY, AGE for a NodeClaim), read by the
+simple JSONPath those columns use. Ages are measured on the sim's clock. Pure."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _printer(
 ) -> tuple[list[dict[str, Any]], Callable[[dict[str, Any]], list[Any]]]:
     age = lambda o: human_age(o.get("metadata", {}).get("creationTimestamp"), now)  # noqa: E731
     kind = resource.kind
-    if resource.group == "karpenter.sh":
+    if kind in crds():
         printed = crds()[kind]["spec"]["versions"][0].get("additionalPrinterColumns") or []
         columns = [_column(c["name"], c["type"], c.get("priority", 0)) for c in printed]
 

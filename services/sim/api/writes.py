@@ -1,8 +1,9 @@
 """The API's writes over the sim's world: create, update (PUT), patch, delete, and the eviction
 subresource. Each checks everything before it changes anything, so a refused request leaves
 the world as it was; `metadata.resourceVersion` (and `uid`) are preconditions (409 Conflict).
-A NodePool is admitted by `shared.api.validation.validate_nodepool`, as the CRD's schema and CEL
-rules would (422 Invalid naming each field); a custom resource's status moves only through its
+A NodePool is admitted by `shared.api.validation.validate_nodepool`, an EC2NodeClass by
+`shared.api.nodeclass_validation.validate_nodeclass`, as the CRDs' schemas and CEL rules would
+(422 Invalid naming each field); a custom resource's status moves only through its
 status subresource, its generation only with its spec. Pure: time comes in as `now`.
 """
 
@@ -25,10 +26,11 @@ from services.sim.api.served import Target, one
 from services.sim.api.status import ApiError, Cause, bad_request, conflict, invalid, not_found, success
 from services.sim.cluster import SimCluster
 from services.sim.objects import AlreadyExists, ClusterError, EvictionRefused, NotFound
-from services.sim.registry import EVENT, NAMESPACE
+from services.sim.registry import CUSTOM_KINDS, EC2NODECLASS, EVENT, NAMESPACE
 from shared.api.core import Taint, TaintEffect
-from shared.api.validation import validate_nodepool
-from shared.ports.cluster import DAEMONSET, MODIFIED, NODE, NODECLAIM, NODEPOOL, PDB, POD
+from shared.api.nodeclass_validation import validate_nodeclass
+from shared.api.validation import FieldError, validate_nodepool
+from shared.ports.cluster import DAEMONSET, MODIFIED, NODE, NODEPOOL, PDB, POD
 
 UNSCHEDULABLE_TAINT = Taint(key=UNSCHEDULABLE_KEY, effect=TaintEffect.NO_SCHEDULE)
 """What a cordon (spec.unschedulable) keeps on a node, as Kubernetes' node lifecycle controller does."""
@@ -61,7 +63,7 @@ def write(cluster: SimCluster, target: Target, request: Request, now: datetime) 
     if verb == "update":
         return 200, update(cluster, target, current, _object(request.body), now, strict)
     content_type = request.content_type.split(";")[0].strip()
-    if content_type == STRATEGIC and resource.group == "karpenter.sh":
+    if content_type == STRATEGIC and resource.kind in CUSTOM_KINDS:
         raise ApiError(
             415,
             "UnsupportedMediaType",
@@ -129,11 +131,10 @@ def create(
             _absent(cluster.daemonsets, f"{namespace}/{name}", resource, name)
             daemonset = intake.daemonset_from(body, namespace, name, now)
             cluster.apply_daemonset(replace(daemonset, metadata=_given(metadata)))
-        elif kind in (NODEPOOL, NODECLAIM):
+        elif kind in CUSTOM_KINDS:
             _absent(cluster.custom(kind), name, resource, name)
             body = _structural(kind, body, strict)
-            if kind == NODEPOOL:
-                _admit(body, name)
+            _admit(resource, body, name)
             cluster.create_custom(kind, body, now)
         elif kind == EVENT:
             cluster.put_event(body, now, create=True)
@@ -164,11 +165,16 @@ def _absent(store: Mapping[str, Any], key: str, resource: Resource, name: str) -
         )
 
 
-def _admit(document: Mapping[str, Any], name: str) -> None:
-    """NodePool admission: the project's validation, each error a cause with its field path."""
-    result = validate_nodepool(document)
-    if result.errors:
-        raise invalid("NodePool", "karpenter.sh", name, [Cause(e.message, e.path) for e in result.errors])
+def _admit(resource: Resource, document: Mapping[str, Any], name: str) -> None:
+    """NodePool and EC2NodeClass admission: the project's validation, each error a cause with its
+    field path. A NodeClaim is nodewright's own writing and is not checked here."""
+    errors: tuple[FieldError, ...] = ()
+    if resource.kind == NODEPOOL:
+        errors = validate_nodepool(document).errors
+    elif resource.kind == EC2NODECLASS:
+        errors = validate_nodeclass(document).errors
+    if errors:
+        raise invalid(resource.kind, resource.group, name, [Cause(e.message, e.path) for e in errors])
 
 
 def _structural(kind: str, document: dict[str, Any], strict: bool) -> dict[str, Any]:
@@ -265,7 +271,7 @@ def update(
     elif kind == DAEMONSET:
         daemonset = intake.daemonset_from(new, target.namespace, name, now)
         cluster.apply_daemonset(replace(daemonset, metadata=_given(metadata)))
-    elif kind in (NODEPOOL, NODECLAIM):
+    elif kind in CUSTOM_KINDS:
         _update_custom(cluster, target, new, strict)
     elif kind == EVENT:
         cluster.put_event({**new, "metadata": {**metadata, "namespace": target.namespace}}, now)
@@ -325,7 +331,7 @@ def _update_node(cluster: SimCluster, name: str, new: dict[str, Any]) -> None:
 
 def _update_custom(cluster: SimCluster, target: Target, new: dict[str, Any], strict: bool) -> None:
     """The main resource takes metadata and spec (status kept); the status subresource takes
-    status only. A NodePool's new spec is admitted first."""
+    status only. A NodePool's or EC2NodeClass's new spec is admitted first."""
     kind, name = target.resource.kind, target.name
     stored = cluster.custom(kind)[name]
     if target.subresource == "status":
@@ -342,8 +348,8 @@ def _update_custom(cluster: SimCluster, target: Target, new: dict[str, Any], str
         if "status" in stored:
             document["status"] = stored["status"]
     document = _structural(kind, document, strict)
-    if kind == NODEPOOL and target.subresource != "status":
-        _admit(document, name)
+    if target.subresource != "status":
+        _admit(target.resource, document, name)
     cluster.update_custom(kind, document)
 
 
@@ -372,7 +378,7 @@ def delete(cluster: SimCluster, target: Target, request: Request, now: datetime)
         cluster.delete_pdb(key)
     elif kind == DAEMONSET:
         cluster.delete_daemonset(target.namespace, target.name)
-    elif kind in (NODEPOOL, NODECLAIM):
+    elif kind in CUSTOM_KINDS:
         cluster.delete_custom(kind, target.name, now)
     elif kind == EVENT:
         cluster.delete_event(key)

@@ -68,7 +68,7 @@ def test_discovery_names_every_resource_kubectl_resolves():
     cluster = world().cluster
     assert call(cluster, "GET", "/api").body["versions"] == ["v1"]
     groups = {g["name"] for g in call(cluster, "GET", "/apis/").body["groups"]}
-    assert groups == {"policy", "apps", "karpenter.sh"}
+    assert groups == {"policy", "apps", "karpenter.sh", "karpenter.k8s.aws"}
     core = {r["name"] for r in call(cluster, "GET", "/api/v1").body["resources"]}
     assert {"pods", "pods/eviction", "nodes", "namespaces", "events"} <= core
     karpenter = call(cluster, "GET", "/apis/karpenter.sh/v1/").body["resources"]
