@@ -192,18 +192,17 @@ def _kebab(text: str) -> str:
     return text.replace(" ", "-").lower()
 
 
+def kube_architecture(info: InstanceTypeInfo) -> str | None:
+    """`amd64` or `arm64`; None for a type no Kubernetes node can run on (a Mac's `x86_64_mac`)."""
+    archs = info.ProcessorInfo.SupportedArchitectures
+    return next((L.AWS_TO_KUBE_ARCHITECTURES[a] for a in archs if a in L.AWS_TO_KUBE_ARCHITECTURES), None)
+
+
 def instance_labels(info: InstanceTypeInfo, region: str) -> dict[str, str]:
     """The single-valued labels a node of this type carries (zone and capacity type come with the
     offering). A label upstream leaves out (`DoesNotExist`) for this type is absent here."""
     name = info.InstanceType
-    arch = next(
-        (
-            L.AWS_TO_KUBE_ARCHITECTURES[a]
-            for a in info.ProcessorInfo.SupportedArchitectures
-            if a in L.AWS_TO_KUBE_ARCHITECTURES
-        ),
-        None,
-    )
+    arch = kube_architecture(info)
     if arch is None:
         raise ValueError(
             f"{name}: ProcessorInfo.SupportedArchitectures {info.ProcessorInfo.SupportedArchitectures}"
