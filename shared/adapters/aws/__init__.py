@@ -1,0 +1,1 @@
+"""The AWS adapter: EC2 through aiobotocore, decisions in `shared.aws`."""
