@@ -35,7 +35,9 @@ from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
 from services.sim.api.status import ApiError
 from services.sim.cloud import Instance, LaunchRequest
+from services.sim.ec2 import CloudInstances
 from services.sim.journal import JOURNAL_FORMAT, Journal, JournalBroken, Step
+from services.sim.kubelet import SeenInstance
 from services.sim.world import World
 from shared.adapters import sim as wire
 from shared.api.core import Requirement, Taint
@@ -55,6 +57,10 @@ READS = frozenset({wire.INSTANCE_TYPES, wire.LIST})
 """The requests that change nothing, so the journal skips them."""
 KUBE_API = "kube-api"
 """The journal's name for a write through the Kubernetes API (its body: the request)."""
+KUBELET = "kubelet"
+"""The journal's name for what another cloud was seen to run (its body: the instances)."""
+KUBELET_SECONDS = 1.0
+"""How often the sim's kubelets look at another cloud's instances."""
 JETSTREAM_HEADERS = ("Nats-Stream", "Nats-Sequence")
 """Headers JetStream sets on what it republishes from a stream (a request never carries them)."""
 
@@ -95,14 +101,17 @@ class SimService:
         api: ApiOptions | None = None,
         nodepools: bool = True,
         watch_history: int | None = None,
+        cloud_instances: CloudInstances | None = None,
     ) -> None:
         """`world` names the journal a restart resumes (None: a new world nobody resumes); `api`:
         serve the Kubernetes API there (`api_url` once started); `nodepools`: as `World`'s;
-        `watch_history`: changes kept for watches (`SimCluster.history`)."""
+        `watch_history`: changes kept for watches (`SimCluster.history`); `cloud_instances`:
+        another cloud's live instances, which the sim's kubelets register as nodes."""
         self.world = World(scenario, nodepools=nodepools)
         if watch_history is not None:
             self.world.cluster.history = watch_history
         self.clock = clock
+        self.cloud_instances = cloud_instances
         self.shell = ServiceShell("sim", bus, port=port)
         self.world_name = world or f"w{uuid.uuid4().hex}"
         self.journal: Journal | None = None
@@ -208,6 +217,9 @@ class SimService:
             elif step.request == KUBE_API:
                 self.world.resume(step.at)
                 api.handle(self.world.cluster, Request.from_dict(step.body or {}), self.world.now)
+            elif step.request == KUBELET:
+                self.world.resume(step.at)
+                self.world.observe_cloud([SeenInstance.from_dict(i) for i in (step.body or {}).get("instances", [])])
             elif step.request in self.routes:
                 self.world.resume(step.at)
                 self._call(step.request, step.body)
@@ -280,6 +292,26 @@ class SimService:
                 _untrusted(exc)
         self._wake_watches()
 
+    async def look_at_cloud(self) -> None:
+        """The sim's kubelets see what another cloud runs now (a failed look is tried next time);
+        journaled when it changed the world, like every other step."""
+        if self.cloud_instances is None:
+            return
+        try:
+            running = await self.cloud_instances()
+        except Exception as exc:  # the cloud out of reach: its nodes stay as they were
+            log.warning("could not list the cloud's instances", error=repr(exc))
+            return
+        async with self._lock:
+            try:
+                steps = self._advance()
+                if self.world.observe_cloud(running):
+                    steps.append(Step(self.world.now, KUBELET, {"instances": [i.to_dict() for i in running]}))
+                await self._write(steps)
+            except Exception as exc:  # the world may hold what the journal does not
+                _untrusted(exc)
+        self._wake_watches()
+
     def _wake_watches(self) -> None:
         """A new resource version wakes the API's watches; they read the changes themselves."""
         version = self.world.cluster.resource_version
@@ -293,8 +325,13 @@ class SimService:
         try:
             if self.api is not None and not stopping.is_set():
                 await self.api.start()
+            looked = 0.0
+            loop = asyncio.get_running_loop()
             while not stopping.is_set():
                 await self.tick()
+                if self.cloud_instances is not None and loop.time() - looked >= KUBELET_SECONDS:
+                    looked = loop.time()
+                    await self.look_at_cloud()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), tick)
         finally:

@@ -28,6 +28,7 @@ from services.sim.cluster import (
     SimCluster,
     Workload,
 )
+from services.sim.kubelet import Kubelets, SeenInstance
 from shared.api.duration import parse_duration
 from shared.api.labels import HOSTNAME_LABEL, NODEPOOL_LABEL
 from shared.api.pod import LabelSelector
@@ -68,6 +69,8 @@ class World:
         self._pushed = 0
         self.launch_latency = scenario.latency("launch")
         self.registration_latency = scenario.latency("registration")
+        self.kubelets = Kubelets(self.cluster, self._at)
+        """Nodes for the instances of another cloud (`observe_cloud`)."""
         for pool in scenario.nodepools if nodepools else ():
             self.cluster.apply_nodepool(pool.to_dict(), self.now)
         for ds in spec.daemon_sets:
@@ -199,6 +202,10 @@ class World:
                 self.cluster.set_ready(node.name, False)
         self.cluster.nodeclaim_gone(instance.request.nodeclaim)
         return instance
+
+    def observe_cloud(self, running: list[SeenInstance]) -> bool:
+        """What another cloud (EC2) runs now, for the sim's kubelets; whether it changed the world."""
+        return self.kubelets.observe(running, self.now, self.launch_latency, self.registration_latency)
 
     def node_of(self, instance: Instance) -> Node | None:
         return self.cluster.nodes.get(instance.request.nodeclaim)
