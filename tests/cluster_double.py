@@ -19,7 +19,7 @@ from services.sim.api.patch import merge_patch
 from services.sim.cluster import AlreadyExists, NotFound
 from services.sim.world import World
 from shared.api.core import Taint, TaintEffect
-from shared.ports.cluster import NODE, NODECLAIM, NODEPOOL, KubeEvent, Snapshot, WatchEvent
+from shared.ports.cluster import ADDED, EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, KubeEvent, Snapshot, WatchEvent
 
 POLL_SECONDS = 0.02
 
@@ -39,12 +39,21 @@ class InProcessCluster:
 
     async def snapshot(self) -> Snapshot:
         self.lists += 1
-        return self.world.cluster.snapshot()
+        cluster = self.world.cluster
+        listed = cluster.snapshot()
+        classes = [
+            WatchEvent(cluster.version_of(EC2NODECLASS, name), EC2NODECLASS, ADDED, name, document)
+            for name, document in cluster.ec2nodeclasses.items()
+        ]
+        objects = sorted([*listed.objects, *classes], key=lambda e: e.resource_version)
+        return Snapshot(listed.resource_version, objects)
 
     async def watch(self, after: int) -> AsyncIterator[WatchEvent]:
         sent = 0
         while True:
-            for change in self.world.cluster.changes_since(after):
+            cluster = self.world.cluster
+            classes = [e for e in cluster.changes_since(after, port=False) if e.kind == EC2NODECLASS]
+            for change in sorted([*cluster.changes_since(after), *classes], key=lambda e: e.resource_version):
                 if self.fail_after is not None and sent >= self.fail_after:
                     self.fail_after = None
                     raise ConnectionError("the connection to the cluster dropped")
@@ -81,6 +90,9 @@ class InProcessCluster:
     async def patch_nodepool_status(self, nodepool: str, status: dict[str, Any]) -> None:
         self._merge(NODEPOOL, nodepool, {"status": status})
 
+    async def patch_nodeclass_status(self, nodeclass: str, status: dict[str, Any]) -> None:
+        self._merge(EC2NODECLASS, nodeclass, {"status": status})
+
     async def create_nodeclaim(self, nodeclaim: dict[str, Any]) -> None:
         document = {"apiVersion": "karpenter.sh/v1", "kind": NODECLAIM, **nodeclaim}
         try:
@@ -100,7 +112,8 @@ class InProcessCluster:
     def _merge(self, kind: str, name: str, patch: dict[str, Any]) -> None:
         document = self.world.cluster.custom(kind).get(name)
         if document is None:
-            raise NotFound(f"{kind.lower()}s.karpenter.sh {name!r} not found")
+            group = "karpenter.k8s.aws" if kind == EC2NODECLASS else "karpenter.sh"
+            raise NotFound(f"{kind.lower()}s.{group} {name!r} not found")
         self.world.cluster.update_custom(kind, merge_patch(document, patch))
 
     # --- finalizers --------------------------------------------------------------------------

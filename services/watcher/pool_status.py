@@ -29,27 +29,53 @@ def _condition(kind: str, ok: bool, reason: str, message: str, now: datetime) ->
     }
 
 
+NOT_FOUND = (False, "NodeClassNotFound", "NodeClass not found on cluster")
+UNKNOWN = (False, "NodeClassReadinessUnknown", "Node Class Readiness Unknown")
+SIM_CLASS = (True, "NodeClassReady", "")
+"""The sim's NodeClass is always there and ready."""
+
+
+def nodeclass_state(
+    document: Mapping[str, Any] | None, cloud: bool, readiness: Mapping[str, tuple[bool, str, str]], present: set[str]
+) -> tuple[bool, str, str]:
+    """NodeClassReady as upstream's nodepool readiness controller sets it: the class's Ready
+    (reason and message copied) when the pool's nodeClassRef is an EC2NodeClass and the cloud is
+    AWS (`cloud`); not found, or readiness unknown (not resolved yet), otherwise False."""
+    ref = ((((document or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef") or {}
+    if not cloud or ref.get("kind") != "EC2NodeClass":
+        return SIM_CLASS
+    name = ref.get("name") or ""
+    if name not in present:
+        return NOT_FOUND
+    return readiness.get(name, UNKNOWN)
+
+
 def conditions(
-    errors: Sequence[Mapping[str, str]] | None, now: datetime, previous: Sequence[Mapping[str, Any]] = ()
+    errors: Sequence[Mapping[str, str]] | None,
+    now: datetime,
+    previous: Sequence[Mapping[str, Any]] = (),
+    nodeclass: tuple[bool, str, str] = SIM_CLASS,
 ) -> list[dict[str, Any]]:
-    """After a validation: what failed (field path and rule) or that it passed. A condition whose
-    status is unchanged keeps its transition time (`previous`: the pool's conditions as read).
-    The sim's NodeClass is always there and ready (a real provider's NodeClass comes with it)."""
+    """After a validation: what failed (field path and rule) or that it passed, and whether the
+    pool's class is ready (`nodeclass_state`). A condition whose status is unchanged keeps its
+    transition time (`previous`: the pool's conditions as read)."""
     valid = not errors
     message = "; ".join(f"{e['path']}: {e['message']}" for e in errors or [])
     validation = _condition(
         "ValidationSucceeded", valid, "ValidationSucceeded" if valid else "ValidationFailed", message, now
     )
-    nodeclass = _condition("NodeClassReady", True, "NodeClassReady", "", now)
+    class_ready, class_reason, class_message = nodeclass
+    nodeclass_condition = _condition("NodeClassReady", class_ready, class_reason, class_message, now)
+    unhealthy = [kind for kind, ok in (("ValidationSucceeded", valid), ("NodeClassReady", class_ready)) if not ok]
     ready = _condition(
         "Ready",
-        valid,
-        "Ready" if valid else "UnhealthyDependents",
-        "" if valid else "ValidationSucceeded=False",
+        not unhealthy,
+        "UnhealthyDependents" if unhealthy else "Ready",
+        ", ".join(f"{kind}=False" for kind in unhealthy),
         now,
     )
     since = {c.get("type"): c for c in previous}
-    out = [validation, nodeclass, ready]
+    out = [validation, nodeclass_condition, ready]
     for condition in out:
         old = since.get(condition["type"])
         if old is not None and old.get("status") == condition["status"] and old.get("lastTransitionTime"):

@@ -21,6 +21,7 @@ from prometheus_client import Counter
 
 from services.watcher import pool_status
 from services.watcher.facts import WATCHER_FACTS, Fact, Facts
+from services.watcher.nodeclasses import NodeClassController, NodeClasses, Resolver
 from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
@@ -28,7 +29,7 @@ from shared.events.decode import decode
 from shared.events.envelope import NewEvent
 from shared.outages import OUTAGES
 from shared.policy.counters import ReservationError
-from shared.ports.cluster import Cluster, ClusterError, Gone, NotFound, WatchEvent
+from shared.ports.cluster import EC2NODECLASS, Cluster, ClusterError, Gone, NotFound, WatchEvent
 from shared.store.eventstore import EventStore, unit
 
 PRODUCER = "watcher"
@@ -50,12 +51,25 @@ class WatcherService:
     `resources` from the log's counters (`services.watcher.pool_status`)."""
 
     def __init__(
-        self, store: EventStore, cluster: Cluster, clock: Clock, bus: BusSettings | str, *, port: int = 0
+        self,
+        store: EventStore,
+        cluster: Cluster,
+        clock: Clock,
+        bus: BusSettings | str,
+        *,
+        port: int = 0,
+        resolver: Resolver | None = None,
     ) -> None:
+        """`resolver`: the AWS cloud's EC2NodeClass resolver; with one, the watcher runs the
+        EC2NodeClass controller and a NodePool's NodeClassReady follows its class."""
         self.store = store
         self.cluster = cluster
         self.clock = clock
         self.facts = Facts()
+        self.resolver = resolver
+        self.nodeclasses = NodeClasses()
+        self.controller: NodeClassController | None = None
+        self._pools: dict[str, Fact] = {}  # the last NodePoolApplied/Rejected fact
         self.synced = False
         self.appended = 0
         self._counted: dict[str, dict[str, object]] = {}
@@ -84,6 +98,9 @@ class WatcherService:
         await self.shell.start(stopping)
         watching = asyncio.create_task(self._follow())
         counting = asyncio.create_task(self._count())
+        tasks = [watching, counting]
+        if self.resolver is not None:
+            tasks.append(asyncio.create_task(self._resolve_classes()))
         try:
             stopped = asyncio.create_task(stopping.wait())
             await asyncio.wait({watching, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -91,7 +108,7 @@ class WatcherService:
             if watching.done():
                 watching.result()  # a failure of the watch ends the service, loudly
         finally:
-            for task in (watching, counting):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -114,13 +131,47 @@ class WatcherService:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_RETRY_SECONDS)
 
+    async def _resolve_classes(self) -> None:
+        """The EC2NodeClass controller, while the watcher runs (`services.watcher.nodeclasses`)."""
+        assert self.resolver is not None
+        self.controller = NodeClassController(
+            self.resolver,
+            self.nodeclasses,
+            self.cluster.patch_nodeclass_status,
+            self.record,
+            self.clock.now,
+            WATCH_ERRORS,
+        )
+        self.controller.changed = self._class_changed
+        for name in self.nodeclasses.documents:
+            self.controller.touched(name)
+        await self.controller.run()
+
+    async def _class_changed(self, nodeclass: str) -> None:
+        """A class's readiness changed: the pools on it write their conditions again."""
+        for fact in list(self._pools.values()):
+            await self._condition(fact, self.clock.now())
+
+    def _observe_classes(self, changes: Sequence[WatchEvent]) -> None:
+        for change in changes:
+            if self.nodeclasses.observe(change) and self.controller is not None:
+                self.controller.touched(change.key)
+
     async def _list_and_watch(self, reason: str) -> None:
         facts = Facts()
-        async for page in self.store.read_recorded(WATCHER_FACTS):
-            facts.remember(decode(recorded) for recorded in page)
+        classes = NodeClasses()
+        async for page in self.store.read_recorded((*WATCHER_FACTS, "NodeClassStatusChanged")):
+            events = [decode(recorded) for recorded in page]
+            facts.remember(events)
+            classes.remember(events)
         self.facts = facts
+        self.nodeclasses.recorded, self.nodeclasses.changes = classes.recorded, classes.changes
         snapshot = await self.cluster.snapshot()
         self.lists.labels(reason).inc()
+        present = {e.key for e in snapshot.objects if e.kind == EC2NODECLASS}
+        for gone in set(self.nodeclasses.documents) - present:
+            del self.nodeclasses.documents[gone]
+        self._observe_classes(snapshot.objects)
         await self.record(facts.resync(snapshot))
         self.synced = True
         changes: asyncio.Queue[WatchEvent] = asyncio.Queue()
@@ -141,6 +192,7 @@ class WatcherService:
                 batch = [waiting.result()]
                 while not changes.empty():
                     batch.append(changes.get_nowait())
+                self._observe_classes(batch)
                 await self.record([fact for change in batch for fact in facts.observe(change)])
         finally:
             pumping.cancel()
@@ -172,7 +224,10 @@ class WatcherService:
             self.reported.labels(fact.event.TYPE).inc()
         for fact in facts:
             if fact.event.TYPE in ("NodePoolApplied", "NodePoolRejected"):
+                self._pools[fact.event.stream_id] = fact
                 await self._condition(fact, now)
+            elif fact.event.TYPE == "NodePoolDeleted":
+                self._pools.pop(fact.event.stream_id, None)
 
     async def _condition(self, fact: Fact, now: datetime) -> None:
         """The pool's conditions (ValidationSucceeded, NodeClassReady, Ready), written back as
@@ -180,7 +235,15 @@ class WatcherService:
         event = fact.event
         document = getattr(event, "nodepool_object", None) or {}
         previous = (document.get("status") or {}).get("conditions") or []
-        written = pool_status.conditions(getattr(event, "errors", None), now, previous)
+        readiness = {
+            name: state
+            for name in self.nodeclasses.documents
+            if (state := self.nodeclasses.readiness(name)) is not None
+        }
+        nodeclass = pool_status.nodeclass_state(
+            document, self.resolver is not None, readiness, set(self.nodeclasses.documents)
+        )
+        written = pool_status.conditions(getattr(event, "errors", None), now, previous, nodeclass)
         with contextlib.suppress(NotFound):  # deleted meanwhile: its deletion is the next fact
             await self.cluster.patch_nodepool_status(event.nodepool, {"conditions": written})
 

@@ -267,7 +267,8 @@ def _network_errors(spec: EC2NodeClassSpec) -> Iterator[FieldError]:
             yield FieldError("spec.placementGroupSelector", "'name' and 'id' are mutually exclusive")
 
 
-def _kubelet_errors(kubelet: KubeletConfiguration) -> Iterator[FieldError]:
+def kubelet_errors(kubelet: KubeletConfiguration) -> Iterator[FieldError]:
+    """The CRD's rules on `spec.kubelet`; also what `NodeClassSettings` checks its kubelet by."""
     path = "spec.kubelet"
     signals = _listed(EVICTION_SIGNALS)
     for field, values in (
@@ -320,7 +321,7 @@ def nodeclass_rule_errors(nodeclass: EC2NodeClass) -> list[FieldError]:
         _instance_tag_errors(spec.tags),
         _device_errors(spec),
         _network_errors(spec),
-        _kubelet_errors(spec.kubelet) if spec.kubelet is not None else iter(()),
+        kubelet_errors(spec.kubelet) if spec.kubelet is not None else iter(()),
     ):
         errors += rules
     return errors

@@ -83,14 +83,14 @@ def eni_limited_pods(info: InstanceTypeInfo, reserved_enis: int = 0) -> int:
 
 def max_pods(info: InstanceTypeInfo, settings: NodeClassSettings) -> int:
     kubelet, flags = settings.kubelet, settings.flags
-    if kubelet.maxPods is not None:
-        count = kubelet.maxPods
+    if kubelet.max_pods is not None:
+        count = kubelet.max_pods
     elif flags.supports_eni_limited_pod_density:
         count = eni_limited_pods(info, settings.reservedENIs)
     else:
         count = DEFAULT_MAX_PODS
-    if kubelet.podsPerCore and flags.pods_per_core_enabled:
-        count = min(kubelet.podsPerCore * info.VCpuInfo.DefaultVCpus, count)
+    if kubelet.pods_per_core and flags.pods_per_core_enabled:
+        count = min(kubelet.pods_per_core * info.VCpuInfo.DefaultVCpus, count)
     return count
 
 
@@ -173,9 +173,9 @@ def overhead(info: InstanceTypeInfo, settings: NodeClassSettings, cap: Mapping[s
     kubelet = settings.kubelet
     pods_for_memory = eni_limited_pods(info, 0) if settings.flags.uses_eni_limited_memory_overhead else int(cap["pods"])
     parts = (
-        kube_reserved(info.VCpuInfo.DefaultVCpus, pods_for_memory, kubelet.kubeReserved),
-        {k: v.value for k, v in kubelet.systemReserved.items()},
-        eviction_threshold(cap["memory"], cap["ephemeral-storage"], kubelet.evictionHard),
+        kube_reserved(info.VCpuInfo.DefaultVCpus, pods_for_memory, kubelet.kube_reserved or {}),
+        {k: v.value for k, v in (kubelet.system_reserved or {}).items()},
+        eviction_threshold(cap["memory"], cap["ephemeral-storage"], kubelet.eviction_hard or {}),
     )
     total: dict[str, Decimal] = {}
     for part in parts:

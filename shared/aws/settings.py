@@ -2,8 +2,9 @@
 
 The EC2NodeClass fields upstream reads for it (`amiFamily`, `kubelet`, `blockDeviceMappings`,
 `instanceStorePolicy`, under their upstream names) and the controller's options
-(`--vm-memory-overhead-percent`, `--reserved-enis`). Values are checked here, so the arithmetic
-never meets a bad one: a wrong value fails naming its field and the rule.
+(`--vm-memory-overhead-percent`, `--reserved-enis`). The kubelet is the API's model, checked by
+the API's rules (`shared.api.nodeclass_validation.kubelet_errors`), so the arithmetic never
+meets a bad value and the rules are written once.
 """
 
 from __future__ import annotations
@@ -14,20 +15,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
-from shared.api.quantity import Quantity, parse
+from shared.api.ec2nodeclass import EC2NodeClass, KubeletConfiguration
+from shared.api.nodeclass_validation import kubelet_errors
+from shared.api.quantity import Quantity
 
 AMI_FAMILIES = ("AL2023", "AL2", "Bottlerocket", "Custom")
-RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
-EVICTION_SIGNALS = frozenset(
-    {
-        "memory.available",
-        "nodefs.available",
-        "nodefs.inodesFree",
-        "imagefs.available",
-        "imagefs.inodesFree",
-        "pid.available",
-    }
-)
+ALIAS_FAMILIES = {"al2023": "AL2023", "al2": "AL2", "bottlerocket": "Bottlerocket"}
 DEFAULT_VOLUME_SIZE = Quantity("20Gi")
 """Upstream's `DefaultEBS` volume size: the ephemeral storage a node has unless told otherwise."""
 
@@ -54,48 +47,8 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _reserved(values: dict[str, Quantity]) -> dict[str, Quantity]:
-    unknown = sorted(set(values) - RESERVED_RESOURCES)
-    if unknown:
-        raise ValueError(f"{unknown} not among the reservable resources {sorted(RESERVED_RESOURCES)}")
-    negative = sorted(k for k, v in values.items() if v.value < 0)
-    if negative:
-        raise ValueError(f"{negative} must not be negative")
-    return values
-
-
-class KubeletConfiguration(_Spec):
-    """`EC2NodeClass.spec.kubelet`: the fields that change capacity or what the kubelet keeps."""
-
-    maxPods: NonNegativeInt | None = None
-    podsPerCore: NonNegativeInt | None = None
-    kubeReserved: dict[str, Quantity] = Field(default_factory=dict)
-    systemReserved: dict[str, Quantity] = Field(default_factory=dict)
-    evictionHard: dict[str, str] = Field(default_factory=dict)
-
-    _check_kube = field_validator("kubeReserved")(_reserved)
-    _check_system = field_validator("systemReserved")(_reserved)
-
-    @field_validator("evictionHard")
-    @classmethod
-    def _signals(cls, values: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(values) - EVICTION_SIGNALS)
-        if unknown:
-            raise ValueError(f"{unknown} not among the eviction signals {sorted(EVICTION_SIGNALS)}")
-        for key, value in values.items():
-            if value.endswith("%"):
-                try:
-                    percent = Decimal(value[:-1])
-                except ArithmeticError:
-                    raise ValueError(f"{key}: {value!r} is not a percentage") from None
-                if not 0 <= percent <= 100:
-                    raise ValueError(f"{key}: {value!r} must lie between 0% and 100%")
-            else:
-                try:
-                    parse(value)
-                except ValueError:
-                    raise ValueError(f"{key}: {value!r} is neither a quantity nor a percentage") from None
-        return values
+def _no_empty() -> KubeletConfiguration:
+    return KubeletConfiguration()
 
 
 class BlockDevice(_Spec):
@@ -112,11 +65,52 @@ class NodeClassSettings(_Spec):
     """What the catalog reads of an EC2NodeClass and of the controller's options."""
 
     amiFamily: Literal["AL2023", "AL2", "Bottlerocket", "Custom"] = "AL2023"
-    kubelet: KubeletConfiguration = KubeletConfiguration()
+    kubelet: KubeletConfiguration = Field(default_factory=_no_empty)
     blockDeviceMappings: list[BlockDeviceMapping] = Field(default_factory=list)
     instanceStorePolicy: Literal["RAID0"] | None = None
     vmMemoryOverheadPercent: float = Field(default=0.075, ge=0, lt=1)
     reservedENIs: NonNegativeInt = 0
+
+    @field_validator("kubelet")
+    @classmethod
+    def _kubelet_rules(cls, kubelet: KubeletConfiguration) -> KubeletConfiguration:
+        """The CRD's kubelet rules, the API's own (`kubelet_errors`): one place checks them."""
+        errors = [str(e) for e in kubelet_errors(kubelet)]
+        if errors:
+            raise ValueError("; ".join(errors))
+        return kubelet
+
+    @classmethod
+    def from_nodeclass(
+        cls, nodeclass: EC2NodeClass, *, vm_memory_overhead_percent: float = 0.075, reserved_enis: int = 0
+    ) -> NodeClassSettings:
+        """What the catalog reads of an admitted EC2NodeClass: its amiFamily (or its alias's),
+        kubelet, block devices and instance store policy, with the controller's options."""
+        spec = nodeclass.spec
+        family = spec.ami_family.value if spec.ami_family is not None else None
+        if family is None and spec.alias is not None:
+            family = ALIAS_FAMILIES.get(spec.alias.partition("@")[0].lower())
+        family = family or "AL2023"
+        if family not in FAMILY_FLAGS:
+            raise ValueError(f"spec.amiFamily: {family} has no capacity model here (one of {list(FAMILY_FLAGS)})")
+        mappings = [
+            BlockDeviceMapping(
+                deviceName=m.device_name,
+                rootVolume=bool(m.root_volume),
+                ebs=BlockDevice(volumeSize=Quantity(m.ebs.volume_size))
+                if m.ebs is not None and m.ebs.volume_size is not None
+                else None,
+            )
+            for m in spec.block_device_mappings or []
+        ]
+        return cls(
+            amiFamily=family,  # type: ignore[arg-type]
+            kubelet=spec.kubelet or KubeletConfiguration(),
+            blockDeviceMappings=mappings,
+            instanceStorePolicy=spec.instance_store_policy.value if spec.instance_store_policy else None,
+            vmMemoryOverheadPercent=vm_memory_overhead_percent,
+            reservedENIs=reserved_enis,
+        )
 
     @property
     def flags(self) -> FamilyFlags:

@@ -273,6 +273,24 @@ class PodDisruptionBudgetDeleted(PodDisruptionBudgetEvent):
     TYPE: ClassVar[str] = "PodDisruptionBudgetDeleted"
 
 
+class NodeClassStatusChanged(Event):
+    """An EC2NodeClass's readiness (or what it resolved to) changed: the NodePools on it launch
+    only while it is ready, and claims launched on what it no longer resolves to are drifted."""
+
+    TYPE: ClassVar[str] = "NodeClassStatusChanged"
+    STREAM_KIND: ClassVar[str] = "nodeclass"
+    nodeclass: str
+    ready: bool
+    reason: str = Field(description="Ready, or the first failing condition's reason (SubnetsNotFound...)")
+    message: str = ""
+    subnets: list[str] = Field(default_factory=list, description="status.subnets ids, in order")
+    security_groups: list[str] = Field(default_factory=list, description="status.securityGroups ids")
+    amis: list[str] = Field(default_factory=list, description="status.amis ids")
+
+    def _stream_key(self) -> str:
+        return self.nodeclass
+
+
 class DaemonSetEvent(NamespacedEvent):
     STREAM_KIND: ClassVar[str] = "daemonset"
 
@@ -339,6 +357,9 @@ class NodeClaimLaunched(NodeClaimEvent):
     zone: str | None = None
     allocatable: Resources = Field(default_factory=dict, description="what the node will offer pods")
     labels: dict[str, str] = Field(default_factory=dict, description="the labels the instance gives its node")
+    image_id: str | None = Field(default=None, description="the AMI the instance runs (AWS), for drift")
+    subnet_id: str | None = Field(default=None, description="the subnet it was launched in (AWS), for drift")
+    security_group_ids: list[str] | None = Field(default=None, description="its security groups (AWS), for drift")
 
 
 class NodeClaimLaunchFailed(NodeClaimEvent):
@@ -473,6 +494,7 @@ CONTRACTS: tuple[type[Event], ...] = (
     PodDisruptionBudgetDeleted,
     DaemonSetApplied,
     DaemonSetDeleted,
+    NodeClassStatusChanged,
     NodeClaimCreated,
     NodeClaimLaunched,
     NodeClaimLaunchFailed,

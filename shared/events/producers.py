@@ -26,6 +26,7 @@ PRODUCERS: Mapping[str, tuple[type[c.Event], ...]] = {
         c.PodDisruptionBudgetDeleted,
         c.DaemonSetApplied,
         c.DaemonSetDeleted,
+        c.NodeClassStatusChanged,
     ),
     "scheduler": (
         c.NodeClaimCreated,

@@ -18,13 +18,14 @@ from shared.api.core import Taint, TaintEffect
 
 POD, NODE, PDB, NODEPOOL, DAEMONSET = "Pod", "Node", "PodDisruptionBudget", "NodePool", "DaemonSet"
 NODECLAIM = "NodeClaim"
+EC2NODECLASS = "EC2NodeClass"
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     resource_version: int
-    kind: str  # Pod, Node, PodDisruptionBudget, NodePool, DaemonSet, NodeClaim
+    kind: str  # Pod, Node, PodDisruptionBudget, NodePool, DaemonSet, NodeClaim, EC2NodeClass
     action: str  # ADDED, MODIFIED, DELETED
     key: str  # namespace/name, or name for cluster-scoped objects
     object: dict[str, Any]
@@ -119,6 +120,11 @@ class Cluster(Protocol):
     async def patch_nodepool_status(self, nodepool: str, status: dict[str, Any]) -> None:
         """Merge `status` (resources, nodes, conditions as a whole list) into the NodePool's status
         subresource."""
+        ...
+
+    async def patch_nodeclass_status(self, nodeclass: str, status: dict[str, Any]) -> None:
+        """Merge `status` (subnets, securityGroups, amis, instanceProfile, conditions) into the
+        EC2NodeClass's status subresource; a null drops a field."""
         ...
 
     async def record_event(self, event: KubeEvent) -> None: ...

@@ -141,12 +141,26 @@ CALLS: dict[str, Callable[[KubeCluster, World], Awaitable[object]]] = {
     "delete_node": lambda c, w: c.delete_node("n-2"),
     "set_nodepool_condition": lambda c, w: c.set_nodepool_condition("general", CONDITION),
     "patch_nodepool_status": lambda c, w: c.patch_nodepool_status("general", {"nodes": 2}),
+    "patch_nodeclass_status": lambda c, w: c.patch_nodeclass_status("default", {"instanceProfile": "p"}),
     "record_event": lambda c, w: _twice(c.record_event, KubeEvent(NODE, "n-1", "Normal", "Reason", "message")),
     "create_nodeclaim": lambda c, w: c.create_nodeclaim({**CLAIM, "metadata": {"name": "general-y"}}),
     "patch_nodeclaim_status": lambda c, w: c.patch_nodeclaim_status("general-x", {"nodeName": "n-1"}),
     "delete_nodeclaim": lambda c, w: c.delete_nodeclaim("general-x"),
     "add_finalizer": lambda c, w: _both(c.add_finalizer, "example.com/f"),
     "remove_finalizer": lambda c, w: _both(c.remove_finalizer, TERMINATION_FINALIZER),
+}
+
+
+NODECLASS = {
+    "apiVersion": "karpenter.k8s.aws/v1",
+    "kind": "EC2NodeClass",
+    "metadata": {"name": "default"},
+    "spec": {
+        "role": "NodeRole",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+    },
 }
 
 
@@ -174,6 +188,7 @@ async def test_each_method_asks_exactly_what_its_rules_grant(
     world.cluster.nodes["n-1"].finalizers.append(TERMINATION_FINALIZER)
     world.cluster.nodes["n-1"].taints.append(TAINT)
     world.cluster.create_custom(NODECLAIM, {"apiVersion": "karpenter.sh/v1", "kind": NODECLAIM, **CLAIM}, world.now)
+    world.cluster.create_custom("EC2NodeClass", NODECLASS, world.now)
     server, host = await served_world(world, [User(name="all", token="t-all")])
     cluster = await connect(server, tmp_path, "all", "t-all")
     try:

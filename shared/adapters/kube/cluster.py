@@ -26,6 +26,7 @@ from shared.adapters.kube.informer import KINDS, Informer
 from shared.api.core import Taint, TaintEffect
 from shared.clock import Clock
 from shared.ports.cluster import (
+    EC2NODECLASS,
     NODE,
     NODECLAIM,
     NODEPOOL,
@@ -37,7 +38,9 @@ from shared.ports.cluster import (
     WatchEvent,
 )
 
-NODES, NODEPOOLS, NODECLAIMS = (next(k.path for k in KINDS if k.name == n) for n in (NODE, NODEPOOL, NODECLAIM))
+NODES, NODEPOOLS, NODECLAIMS, NODECLASSES = (
+    next(k.path for k in KINDS if k.name == n) for n in (NODE, NODEPOOL, NODECLAIM, EC2NODECLASS)
+)
 LOCKED_ATTEMPTS = 16
 """Reads and writes of one optimistic update before a run of conflicts is an error."""
 CONFLICT_BACKOFF = 0.01
@@ -167,6 +170,9 @@ class KubeCluster:
 
     async def patch_nodepool_status(self, nodepool: str, status: dict[str, Any]) -> None:
         await self._merge(f"{NODEPOOLS}/{nodepool}/status", {"status": status})
+
+    async def patch_nodeclass_status(self, nodeclass: str, status: dict[str, Any]) -> None:
+        await self._merge(f"{NODECLASSES}/{nodeclass}/status", {"status": status})
 
     # --- NodeClaims --------------------------------------------------------------------------
 

@@ -21,7 +21,19 @@ import orjson
 
 from shared.adapters.kube import shapes
 from shared.adapters.kube.api import KubeApi, error_of, paused_gc, status_error
-from shared.ports.cluster import ADDED, DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, Gone, Snapshot, WatchEvent
+from shared.ports.cluster import (
+    ADDED,
+    DAEMONSET,
+    EC2NODECLASS,
+    NODE,
+    NODECLAIM,
+    NODEPOOL,
+    PDB,
+    POD,
+    Gone,
+    Snapshot,
+    WatchEvent,
+)
 
 PAGE = 500
 """Objects per list page, client-go's pager default."""
@@ -49,6 +61,7 @@ KINDS: tuple[Kind, ...] = (
     Kind(DAEMONSET, "/apis/apps/v1/daemonsets", "apps/v1"),
     Kind(NODEPOOL, "/apis/karpenter.sh/v1/nodepools", "karpenter.sh/v1"),
     Kind(NODECLAIM, "/apis/karpenter.sh/v1/nodeclaims", "karpenter.sh/v1"),
+    Kind(EC2NODECLASS, "/apis/karpenter.k8s.aws/v1/ec2nodeclasses", "karpenter.k8s.aws/v1"),
 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-CORE, APPS, POLICY, KARPENTER = "", "apps", "policy", "karpenter.sh"
+CORE, APPS, POLICY, KARPENTER, AWS = "", "apps", "policy", "karpenter.sh", "karpenter.k8s.aws"
 
 Rule = tuple[str, str, tuple[str, ...]]
 """(apiGroup, resource, verbs): one resource per rule, merged per service by `rules_for`."""
@@ -22,6 +22,7 @@ _INFORMED: tuple[tuple[str, str], ...] = (
     (APPS, "daemonsets"),
     (KARPENTER, "nodepools"),
     (KARPENTER, "nodeclaims"),
+    (AWS, "ec2nodeclasses"),
 )
 _LOCKED_NODE: tuple[Rule, ...] = ((CORE, "nodes", ("get", "patch")),)
 """Read, change, write with metadata.resourceVersion: a get, then a patch."""
@@ -38,6 +39,7 @@ METHOD_RULES: dict[str, tuple[Rule, ...]] = {
     "delete_node": ((CORE, "nodes", ("delete",)),),
     "set_nodepool_condition": ((KARPENTER, "nodepools", ("get",)), (KARPENTER, "nodepools/status", ("patch",))),
     "patch_nodepool_status": ((KARPENTER, "nodepools/status", ("patch",)),),
+    "patch_nodeclass_status": ((AWS, "ec2nodeclasses/status", ("patch",)),),
     "record_event": ((CORE, "events", ("create", "patch")),),
     "create_nodeclaim": ((KARPENTER, "nodeclaims", ("create",)),),
     "patch_nodeclaim_status": ((KARPENTER, "nodeclaims/status", ("patch",)),),
@@ -48,7 +50,14 @@ METHOD_RULES: dict[str, tuple[Rule, ...]] = {
 """Each port method's requests, as (apiGroup, resource, verbs)."""
 
 SERVICE_CALLS: dict[str, tuple[str, ...]] = {
-    "watcher": ("snapshot", "watch", "set_nodepool_condition", "patch_nodepool_status", "record_event"),
+    "watcher": (
+        "snapshot",
+        "watch",
+        "set_nodepool_condition",
+        "patch_nodepool_status",
+        "patch_nodeclass_status",
+        "record_event",
+    ),
     "scheduler": ("create_nodeclaim", "patch_nodeclaim_status", "label_node", "add_finalizer", "record_event"),
     "disruption": ("patch_nodeclaim_status", "record_event"),
     "termination": (

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from shared.api.quantity import format_quantity, parse
-from shared.ports.cluster import DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD
+from shared.ports.cluster import DAEMONSET, EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, PDB, POD
 
 BINARY = frozenset({"memory", "ephemeral-storage"})
 DEFAULT_GRACE_SECONDS = 30
@@ -166,7 +166,7 @@ def daemonset(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def served(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """NodePools and NodeClaims: the object as the API served it."""
+    """NodePools, NodeClaims and EC2NodeClasses: the object as the API served it."""
     return dict(obj)
 
 
@@ -177,6 +177,7 @@ FLATTEN: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     DAEMONSET: daemonset,
     NODEPOOL: served,
     NODECLAIM: served,
+    EC2NODECLASS: served,
 }
 
 

@@ -1,0 +1,153 @@
+"""The EC2NodeClass controller, in the watcher: each class resolved (subnets, security groups,
+AMIs, instance profile) when it changes and every `REQUEUE_SECONDS`, as upstream's nodeclass
+controller requeues; its status written through the status subresource; and a
+`NodeClassStatusChanged` fact appended when its readiness or what it resolved to changes.
+
+The resolving is the `Resolver`'s (`shared.adapters.aws.resolver.NodeClassResolver`), the status
+the pure core's (`shared.aws.nodeclass`). What was last recorded per class is rebuilt from the
+log, so a restarted watcher records only a change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from services.watcher.facts import Fact, fact_id
+from shared.api.ec2nodeclass import EC2NodeClass
+from shared.aws.nodeclass import REQUEUE_SECONDS, Resolution
+from shared.events import contracts as c
+from shared.ports.cloud import CloudError
+from shared.ports.cluster import DELETED, EC2NODECLASS, ClusterError, NotFound, WatchEvent
+
+log = logging.getLogger("nodewright.watcher.nodeclasses")
+
+
+class Resolver(Protocol):
+    async def resolve(
+        self, nodeclass: EC2NodeClass, now: datetime, previous: Sequence[Mapping[str, Any]] = ()
+    ) -> Resolution: ...
+
+
+Readiness = tuple[bool, str, str]
+"""(ready, reason, message) of a class, as last recorded."""
+
+
+def recorded_key(e: c.NodeClassStatusChanged) -> tuple[Any, ...]:
+    return (e.ready, e.reason, e.message, tuple(e.subnets), tuple(e.security_groups), tuple(e.amis))
+
+
+@dataclass(slots=True)
+class NodeClasses:
+    """The classes seen in the cluster and what the log last holds of each."""
+
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    recorded: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    changes: dict[str, int] = field(default_factory=dict)  # facts recorded per class: the next id
+
+    def remember(self, events: Iterable[c.Event]) -> None:
+        for event in events:
+            if isinstance(event, c.NodeClassStatusChanged):
+                self.recorded[event.nodeclass] = recorded_key(event)
+                self.changes[event.nodeclass] = self.changes.get(event.nodeclass, 0) + 1
+
+    def observe(self, change: WatchEvent) -> bool:
+        """Keep the class as seen; whether it needs resolving now."""
+        if change.kind != EC2NODECLASS:
+            return False
+        if change.action == DELETED:
+            self.documents.pop(change.key, None)
+            return False
+        old = self.documents.get(change.key)
+        self.documents[change.key] = change.object
+        return old is None or old.get("spec") != change.object.get("spec")
+
+    def readiness(self, name: str) -> Readiness | None:
+        """The class's readiness as last recorded; None: not resolved yet (or not there)."""
+        key = self.recorded.get(name)
+        return None if key is None or name not in self.documents else (key[0], key[1], key[2])
+
+    def fact(self, name: str, resolution: Resolution) -> Fact | None:
+        """The fact to record after a resolution, if anything the log holds changed."""
+        event = c.NodeClassStatusChanged(
+            nodeclass=name,
+            ready=resolution.ready,
+            reason=resolution.reason,
+            message=resolution.message,
+            subnets=list(resolution.subnets),
+            security_groups=list(resolution.security_groups),
+            amis=list(resolution.amis),
+        )
+        if self.recorded.get(name) == recorded_key(event):
+            return None
+        return Fact(event, fact_id(event.TYPE, name, self.changes.get(name, 0)))
+
+
+class NodeClassController:
+    """Resolves the classes `NodeClasses` holds: those changed at once, all every period."""
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        classes: NodeClasses,
+        patch: Callable[[str, dict[str, Any]], Awaitable[None]],
+        record: Callable[[Sequence[Fact]], Awaitable[None]],
+        now: Callable[[], datetime],
+        retried: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        """`retried`: the failures (besides the cloud's and the API's) that leave a class for the
+        next period rather than end the controller: the store refusing, say."""
+        self.resolver, self.classes, self.patch, self.record, self.now = resolver, classes, patch, record, now
+        self.retried = (CloudError, ClusterError, *retried)
+        self.wake = asyncio.Event()
+        self.pending: set[str] = set()
+        self.changed: Callable[[str], Awaitable[None]] | None = None
+
+    def touched(self, name: str) -> None:
+        self.pending.add(name)
+        self.wake.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=REQUEUE_SECONDS)
+                names = sorted(self.pending)
+            except TimeoutError:
+                names = sorted(self.classes.documents)
+            self.wake.clear()
+            self.pending.clear()
+            for name in names:
+                await self.reconcile(name)
+
+    async def reconcile(self, name: str) -> None:
+        """One class: resolved, its status written, a fact recorded if it changed. A cloud or API
+        failure leaves it for the next period; a class that does not parse is skipped, logged
+        (the API admits only valid ones)."""
+        document = self.classes.documents.get(name)
+        if document is None:
+            return
+        try:
+            nodeclass = EC2NodeClass.model_validate(document)
+        except ValidationError as exc:
+            log.warning("EC2NodeClass %s does not parse, not resolved: %s", name, exc)
+            return
+        previous = (document.get("status") or {}).get("conditions") or []
+        try:
+            resolution = await self.resolver.resolve(nodeclass, self.now(), previous)
+            await self.patch(name, resolution.status)
+            fact = self.classes.fact(name, resolution)
+            if fact is not None:
+                await self.record([fact])
+                self.classes.remember([fact.event])
+                if self.changed is not None:
+                    await self.changed(name)
+        except NotFound:
+            return  # deleted meanwhile: its deletion is the next change
+        except self.retried as exc:
+            log.warning("EC2NodeClass %s not resolved (%r); trying again later", name, exc)

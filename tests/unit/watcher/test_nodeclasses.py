@@ -1,0 +1,151 @@
+"""The EC2NodeClass controller in the watcher: a class resolved writes its status, records a
+NodeClassStatusChanged only when readiness or what it resolved to changes (rebuilt from the log
+after a restart), and a NodePool's NodeClassReady follows its class as upstream's readiness
+controller sets it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from services.watcher.nodeclasses import NodeClassController, NodeClasses
+from services.watcher.pool_status import NOT_FOUND, SIM_CLASS, UNKNOWN, conditions, nodeclass_state
+from shared.api.ec2nodeclass import EC2NodeClass
+from shared.aws.nodeclass import Found, FoundImage, FoundSecurityGroup, FoundSubnet, resolve
+from shared.events import contracts as c
+from shared.ports.cloud import CloudError
+from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, NotFound, WatchEvent
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+SPEC = {
+    "role": "NodeRole",
+    "amiSelectorTerms": [{"alias": "al2023@latest"}],
+    "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+    "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+}
+FOUND = Found(
+    [FoundSubnet("subnet-1", "us-east-1a", "use1-az1", 10)],
+    [FoundSecurityGroup("sg-1", "nodes")],
+    [FoundImage("ami-1", "al2023", "x86_64", "2026-01-01T00:00:00Z")],
+    "profile",
+)
+
+
+class FakeResolver:
+    """Resolves with the pure core over what the test says EC2 holds (`found`)."""
+
+    def __init__(self, found: Found | Exception) -> None:
+        self.found = found
+
+    async def resolve(self, nodeclass: EC2NodeClass, now: datetime, previous: Any = ()) -> Any:
+        if isinstance(self.found, Exception):
+            raise self.found
+        return resolve(nodeclass, self.found, now, previous)
+
+
+def _harness(found: Found | Exception, classes: NodeClasses | None = None):
+    classes = classes or NodeClasses()
+    classes.observe(WatchEvent(1, EC2NODECLASS, ADDED, "default", {"metadata": {"name": "default"}, "spec": SPEC}))
+    patched: list[tuple[str, dict[str, Any]]] = []
+    recorded: list[c.Event] = []
+
+    async def patch(name: str, status: dict[str, Any]) -> None:
+        patched.append((name, status))
+
+    async def record(facts: Any) -> None:
+        recorded.extend(f.event for f in facts)
+
+    controller = NodeClassController(FakeResolver(found), classes, patch, record, lambda: NOW)
+    return controller, classes, patched, recorded
+
+
+def test_a_resolved_class_writes_its_status_and_records_its_readiness_once():
+    controller, classes, patched, recorded = _harness(FOUND)
+    asyncio.run(controller.reconcile("default"))
+    asyncio.run(controller.reconcile("default"))
+    assert [name for name, _ in patched] == ["default", "default"]
+    assert patched[0][1]["subnets"] == [{"id": "subnet-1", "zone": "us-east-1a", "zoneID": "use1-az1"}]
+    assert recorded == [
+        c.NodeClassStatusChanged(
+            nodeclass="default",
+            ready=True,
+            reason="Ready",
+            subnets=["subnet-1"],
+            security_groups=["sg-1"],
+            amis=["ami-1"],
+        )
+    ]
+    assert classes.readiness("default") == (True, "Ready", "")
+
+
+def test_a_change_of_readiness_is_recorded_and_a_restart_records_nothing_new():
+    controller, classes, _, recorded = _harness(FOUND)
+    asyncio.run(controller.reconcile("default"))
+    controller.resolver = FakeResolver(Found([], FOUND.security_groups, FOUND.images, "profile"))
+    asyncio.run(controller.reconcile("default"))
+    assert [(e.ready, e.reason) for e in recorded] == [(True, "Ready"), (False, "UnhealthyDependents")]
+    assert recorded[1].message == "SubnetsReady=False, ValidationSucceeded=False"
+    restarted = NodeClasses()
+    restarted.remember(recorded)
+    again, _, _, more = _harness(Found([], FOUND.security_groups, FOUND.images, "profile"), restarted)
+    asyncio.run(again.reconcile("default"))
+    assert more == []
+    back = classes.fact(
+        "default", resolve(EC2NodeClass.model_validate({"metadata": {"name": "default"}, "spec": SPEC}), FOUND, NOW)
+    )
+    first = NodeClasses().fact(
+        "default", resolve(EC2NodeClass.model_validate({"metadata": {"name": "default"}, "spec": SPEC}), FOUND, NOW)
+    )
+    assert back is not None and first is not None
+    assert back.event == first.event and back.event_id != first.event_id  # ready again: a new fact, not a repeat
+
+
+@pytest.mark.parametrize("failure", [CloudError("EC2 throttled"), NotFound("gone")])
+def test_a_failed_resolution_writes_and_records_nothing(failure):
+    controller, _, patched, recorded = _harness(failure)
+    asyncio.run(controller.reconcile("default"))
+    assert (patched, recorded) == ([], [])
+
+
+def test_a_deleted_class_is_forgotten():
+    classes = NodeClasses()
+    classes.observe(WatchEvent(1, EC2NODECLASS, ADDED, "default", {"spec": SPEC}))
+    assert not classes.observe(WatchEvent(2, EC2NODECLASS, ADDED, "default", {"spec": SPEC, "status": {}}))
+    classes.observe(WatchEvent(3, EC2NODECLASS, DELETED, "default", {}))
+    assert classes.documents == {}
+
+
+def _pool(kind: str, name: str = "default") -> dict[str, Any]:
+    ref = {"group": "karpenter.k8s.aws", "kind": kind, "name": name}
+    return {"spec": {"template": {"spec": {"nodeClassRef": ref}}}}
+
+
+@pytest.mark.parametrize(
+    ("pool", "cloud", "readiness", "present", "expected"),
+    [
+        (_pool("EC2NodeClass"), False, {}, set(), SIM_CLASS),
+        (_pool("SimNodeClass"), True, {}, set(), SIM_CLASS),
+        (_pool("EC2NodeClass"), True, {}, set(), NOT_FOUND),
+        (_pool("EC2NodeClass"), True, {}, {"default"}, UNKNOWN),
+        (
+            _pool("EC2NodeClass"),
+            True,
+            {"default": (False, "UnhealthyDependents", "SubnetsReady=False")},
+            {"default"},
+            (False, "UnhealthyDependents", "SubnetsReady=False"),
+        ),
+        (_pool("EC2NodeClass"), True, {"default": (True, "Ready", "")}, {"default"}, (True, "Ready", "")),
+    ],
+)
+def test_nodeclass_ready_follows_the_class(pool, cloud, readiness, present, expected):
+    assert nodeclass_state(pool, cloud, readiness, present) == expected
+
+
+def test_a_pool_on_a_class_not_ready_is_not_ready():
+    written = {x["type"]: x for x in conditions(None, NOW, (), NOT_FOUND)}
+    assert (written["NodeClassReady"]["status"], written["NodeClassReady"]["reason"]) == ("False", "NodeClassNotFound")
+    assert written["NodeClassReady"]["message"] == "NodeClass not found on cluster"
+    assert (written["Ready"]["status"], written["Ready"]["message"]) == ("False", "NodeClassReady=False")
