@@ -34,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from shared.api.aws_seed import AwsSeed
 from shared.api.base import APIModel
 from shared.api.bounds import MAX_ITEMS, MAX_LATENCY, MAX_PODS, MAX_REPLICAS, MAX_SPAN, MAX_ZONES
 from shared.api.core import Toleration
@@ -134,6 +135,8 @@ class CloudSpec(APIModel):
     registration_latency: str = "20s"
     insufficient_capacity: list[CapacityShortage] = Field(default_factory=list, max_length=MAX_ITEMS)
     interruptions: list[Interruption] = Field(default_factory=list, max_length=MAX_ITEMS)
+    aws: AwsSeed | None = None
+    """The AWS account a run with `--cloud aws` creates on a local endpoint (`shared.api.aws_seed`)."""
 
     _check = field_validator("launch_latency", "registration_latency")(_latency)
 
