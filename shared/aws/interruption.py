@@ -68,6 +68,8 @@ class Notice:
     type: str  # Normal or Warning
     reason: str
     message: str
+    node_message: str = ""
+    """What the node's event says, when not the claim's."""
 
 
 NOTICES: dict[Kind, Notice] = {
@@ -82,7 +84,12 @@ NOTICES: dict[Kind, Notice] = {
     Kind.INSTANCE_STOPPED: Notice("Warning", "InstanceStopping", "Instance is stopping"),
     Kind.INSTANCE_TERMINATED: Notice("Warning", "InstanceTerminating", "Instance is terminating"),
 }
-TERMINATING = Notice("Warning", "TerminatingOnInterruption", "Interruption triggered termination for the NodeClaim")
+TERMINATING = Notice(
+    "Warning",
+    "TerminatingOnInterruption",
+    "Interruption triggered termination for the NodeClaim",
+    "Interruption triggered termination for the Node",
+)
 """Published once the claim's deletion is asked for."""
 
 
