@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from shared.adapters.aws.queue import SqsQueue
+from shared.events.envelope import NewEvent
 from shared.ports.queue import QueueError
 from tests.aws import moto_clients, moto_reset, moto_url
 from tests.interruption import INSTANCE, REBALANCE, SPOT, World, body
@@ -69,3 +70,24 @@ async def test_a_queue_that_does_not_exist_is_a_queue_error(moto_url, moto_reset
             await queue.receive()
     finally:
         await queue.close()
+
+
+async def test_the_event_store_takes_the_controllers_append_once(store):
+    """The log's own rules accept InstanceInterrupted with the claim's deletion in one append,
+    and a redelivered message stores nothing new (the same ids: the first copy's positions)."""
+    world = World()
+    for r in world.ledger.log:  # the claim's story so far
+        await store.append(r.stream_id, None, [NewEvent(r.stream_id, r.type, r.data, r.occurred_at, r.metadata)])
+    fake = world.ledger.append_unit
+
+    async def both(appends):
+        stored = await store.append_unit(appends)
+        assert stored == await fake(appends)  # the double keeps ids as the store does
+        return stored
+
+    world.ledger.append_unit = both
+    for _ in range(2):
+        world.queue.put(SPOT)
+        assert await world.handle() == 1
+    types = [r.type for r in await store.read_stream("nodeclaim-web-x1")]
+    assert types[-3:] == ["NodeClaimInitialized", "InstanceInterrupted", "NodeClaimDeletionRequested"]

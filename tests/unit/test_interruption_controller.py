@@ -4,13 +4,18 @@ records, publishes and marks, and when it is deleted from the queue."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 
+from services.scheduler.service import SchedulerService
+from shared.bus.connection import BusSettings
+from shared.clock import ManualClock
 from shared.policy.audit import LogEntry, replay
 from shared.ports.queue import QueueError, QueueMessage
 from shared.store.errors import StoreError
-from tests.interruption import INSTANCE, REBALANCE, SPOT, STOPPING, World, body
+from shared.store.eventstore import EventStore
+from tests.interruption import INSTANCE, REBALANCE, SPOT, STOPPING, Queue, World, body
 
 
 def test_a_spot_warning_deletes_the_claim_once_even_when_delivered_twice():
@@ -135,3 +140,12 @@ def test_audit_explain_tells_the_interruption():
     told = [chapter.text for chapter in replay(log, explain="nodeclaim-web-x1").story]
     assert f"interrupted: AWS sent spot_interrupted for instance {INSTANCE} (SpotInterrupted, message ev-1)" in told
     assert told[-1] == "deletion requested (spot_interrupted)"
+
+
+def test_the_scheduler_handles_interruptions_only_when_given_a_queue():
+    store, clock = EventStore.connect("postgresql://u@localhost/x"), ManualClock(datetime.now(UTC))
+    bus = BusSettings("nats://localhost:4222")
+    assert SchedulerService(store, None, clock, bus).interruption is None  # type: ignore[arg-type]
+    queue = Queue()
+    watching = SchedulerService(store, None, clock, bus, queue=queue).interruption  # type: ignore[arg-type]
+    assert watching is not None and watching.queue is queue
