@@ -4,12 +4,15 @@ the Kubernetes API (`shared.runtime.process.serve_connected`)."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Annotated
 
 import typer
 
 from services.scheduler.service import SchedulerService
+from shared import crashes
+from shared.ports.queue import MessageQueue
 from shared.runtime import logs
 from shared.runtime.process import serve_connected
 
@@ -19,6 +22,7 @@ def main(
     log_format: logs.LogFormatOption = None,
 ) -> None:
     logs.configure(log_format)
+    queue = _interruption_queue()
     serve_connected(
         "scheduler",
         lambda store, world, bus, config: SchedulerService(
@@ -31,8 +35,21 @@ def main(
             longest=timedelta(seconds=config.batch_max_duration),
             cluster=world.cluster,
             timeout=timedelta(seconds=config.scheduling_timeout),
+            queue=queue,
         ),
     )
+
+
+def _interruption_queue() -> MessageQueue | None:
+    """The queue NODEWRIGHT_INTERRUPTION_QUEUE names, if any: only then is the AWS SDK loaded."""
+    if not os.environ.get("NODEWRIGHT_INTERRUPTION_QUEUE", "").strip():
+        return None
+    from shared.adapters.aws.queue import SqsQueue
+
+    try:
+        return SqsQueue.from_env()
+    except ValueError as exc:
+        crashes.give_up(f"the scheduler cannot watch the interruption queue: {exc}", 1)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ place, `Nominated` for one a pass put on a claim or a node."""
 
 from __future__ import annotations
 
-from shared.ports.cluster import NORMAL, POD, WARNING, KubeEvent
+from shared.aws.interruption import Notice
+from shared.ports.cluster import NODE, NODECLAIM, NORMAL, POD, WARNING, KubeEvent
 from shared.scheduling.view import SchedulingView
 
 
@@ -27,3 +28,12 @@ def nominated(view: SchedulingView, pod: str, target: str) -> KubeEvent:
     else:
         where = f"node/{target}"
     return KubeEvent(POD, pod, NORMAL, "Nominated", f"Pod should schedule on: {where}", _uid(view, pod))
+
+
+def interruption_notices(notice: Notice, nodeclaim: str, node: str | None) -> list[KubeEvent]:
+    """An interruption message's event on the claim, and on its node once it has one (upstream's
+    `interruption/events`)."""
+    events = [KubeEvent(NODECLAIM, nodeclaim, notice.type, notice.reason, notice.message)]
+    if node:
+        events.append(KubeEvent(NODE, node, notice.type, notice.reason, notice.node_message or notice.message))
+    return events

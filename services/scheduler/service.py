@@ -12,6 +12,7 @@ reservation carries the lock's fence (`shared.runtime.ledger`, `shared.store.lea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -19,6 +20,8 @@ from datetime import datetime, timedelta
 import nats.errors
 
 from services.scheduler.garbage import GarbageCollection
+from services.scheduler.interruption import Interruption
+from services.scheduler.interruption_metrics import InterruptionMetrics
 from services.scheduler.lifecycle import PRODUCER, Lifecycle, Offerings
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.projection import PROJECTED, Projection
@@ -31,6 +34,7 @@ from shared.config import Settings
 from shared.kube.nodeclaims import READS, NodeClaimRecords
 from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import Cluster
+from shared.ports.queue import MessageQueue
 from shared.runtime import logs
 from shared.runtime.leading import lead, quiet, wait
 from shared.runtime.ledger import Ledger
@@ -66,12 +70,14 @@ class SchedulerService:
         cluster: Cluster | None = None,
         timeout: timedelta = PASS_TIMEOUT,
         monotonic: Callable[[], float] = time.monotonic,
+        queue: MessageQueue | None = None,
     ) -> None:
         """`cluster`: where the pods' FailedScheduling and Nominated events and the NodeClaim
         objects go (none: nowhere);
         `timeout`: how long one pass may compute, on `monotonic` (real time: the work is this
         process's, not the simulated clock's), before it launches what it planned and leaves
-        the rest to the next pass."""
+        the rest to the next pass;
+        `queue`: the interruption queue (none: interruption messages are not handled)."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.claim_records = NodeClaimRecords()
         self.objects = NodeClaimWriter(cluster, self.claim_records)  # the NodeClaims the log implies
@@ -90,12 +96,27 @@ class SchedulerService:
         self.offerings = Offerings(cloud)
         self.lifecycle = Lifecycle(self.ledger, self.projection, self.offerings)
         self.garbage = GarbageCollection(self.ledger, self.projection, cloud, self.objects, clock.now())
+        recorder = Recorder(cluster)
+        self.interruption = (
+            None
+            if queue is None
+            else Interruption(
+                queue,
+                self.ledger,
+                self.projection,
+                self.claim_records,
+                self.offerings,
+                recorder,
+                InterruptionMetrics.on(self.shell.registry),
+                clock,
+            )
+        )
         self.provisioner = Provisioner(
             self.ledger,
             self.projection,
             self.offerings,
             self.lifecycle,
-            Recorder(cluster),
+            recorder,
             self.metrics,
             timeout=timeout,
             monotonic=monotonic,
@@ -109,6 +130,8 @@ class SchedulerService:
             await lead(self.lock, self.metrics.leader, stopping, self._take_over, self._follow, log)
         finally:
             await self.objects.stop()
+            if self.interruption is not None:
+                await self.interruption.queue.close()
             await self.shell.stop()
 
     @property
@@ -123,6 +146,18 @@ class SchedulerService:
         await self.objects.restart()
 
     async def _follow(self, stopping: asyncio.Event) -> None:
+        """The leader's loop; the interruption queue is long-polled beside it while leading."""
+        if self.interruption is None:
+            return await self._plan(stopping)
+        watching = asyncio.create_task(self.interruption.run(stopping))
+        try:
+            await self._plan(stopping)
+        finally:
+            watching.cancel()  # a message taken and not yet deleted comes back to the next leader
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+
+    async def _plan(self, stopping: asyncio.Event) -> None:
         first: datetime | None = None
         last: datetime | None = None
         last_pass = self.clock.now()

@@ -421,6 +421,18 @@ class NodeClaimTerminated(NodeClaimEvent):
     reason: str = ""
 
 
+class InstanceInterrupted(NodeClaimEvent):
+    """AWS warned, through the interruption queue, that the claim's instance is going (a spot
+    interruption, a scheduled change, a stopping or terminating instance): its deletion follows
+    with `kind` as the reason. Recorded once per queue message and claim."""
+
+    TYPE: ClassVar[str] = "InstanceInterrupted"
+    kind: str = Field(description="upstream's message kind: spot_interrupted, scheduled_change, instance_stopped...")
+    instance_id: str
+    message_id: str = Field(description="the EventBridge event's id (else the SQS message's)")
+    reason: str = Field(description="the Kubernetes event's reason: SpotInterrupted, InstanceStopping...")
+
+
 # --- Disruption ----------------------------------------------------------------------------------
 
 
@@ -509,4 +521,5 @@ CONTRACTS: tuple[type[Event], ...] = (
     DisruptionValidated,
     DisruptionCancelled,
     DisruptionCompleted,
+    InstanceInterrupted,
 )

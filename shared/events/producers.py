@@ -35,6 +35,8 @@ PRODUCERS: Mapping[str, tuple[type[c.Event], ...]] = {
         c.NodeClaimRegistered,
         c.NodeClaimInitialized,
         c.NodeClaimTerminated,
+        c.NodeClaimDeletionRequested,
+        c.InstanceInterrupted,
     ),
     "disruption": (
         c.DisruptionBlocked,

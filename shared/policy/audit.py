@@ -256,6 +256,11 @@ def _chapter(entry: LogEntry, record: dict[str, Any] | None, violation: Any) -> 
         text = f"registered as node {data['node']}"
     elif kind == "NodeClaimInitialized":
         text = "initialized"
+    elif kind == "InstanceInterrupted":
+        text = (
+            f"interrupted: AWS sent {data['kind']} for instance {data['instance_id']} "
+            f"({data.get('reason') or '-'}, message {data.get('message_id') or '-'})"
+        )
     elif kind == "NodeClaimDeletionRequested":
         text = f"deletion requested ({data.get('reason') or 'Manual'})"
     elif kind == "NodeClaimDraining":
