@@ -3,9 +3,9 @@ certificate, and the tokens and kubeconfigs of the services and the user.
 
 The API listens on 127.0.0.1 (at `--base-port` + 6, else a free port). Every start makes new
 tokens (`shared.runtime.identities`): the services' kubeconfigs go to `<data dir>/kube/`, the
-user's context `nodewright-<deployment>` to `<data dir>/kubeconfig`. A scenario's NodePools are
-the user's: `up` applies them through the API as kubectl would (`apply_nodepools`), and the sim
-starts without them.
+user's context `nodewright-<deployment>` to `<data dir>/kubeconfig`. A scenario's NodePools and
+EC2NodeClasses are the user's: `up` applies them through the API as kubectl would (`apply`), and
+the sim starts without them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ restarted sim serves the same one."""
 
 
 class ApplyFailed(RuntimeError):
-    """A scenario's NodePool the API did not take (refused, or the API did not answer)."""
+    """A scenario's NodePool or EC2NodeClass the API did not take (refused, or no answer)."""
 
 
 @dataclass(frozen=True)
@@ -81,27 +81,28 @@ class LocalCluster:
             out[service] = {"NODEWRIGHT_KUBECONFIG": str(Identities.kubeconfig(self.kube_dir, service))}
         return out
 
-    async def apply_nodepools(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        """`kubectl apply` of each NodePool as the user: created, or merge-patched when it is
-        there already (a sim that restarted kept it). `ApplyFailed` says which was not taken
-        and the API's answer (a 422 names the field)."""
+    async def apply(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        """`kubectl apply` of each NodePool or EC2NodeClass as the user: created, or merge-patched
+        when it is there already (a sim that restarted kept it). `ApplyFailed` says which was not
+        taken and the API's answer (a 422 names the field)."""
         from shared.adapters.kube.api import MERGE_PATCH, Conflict
-        from shared.adapters.kube.cluster import NODEPOOLS, KubeCluster
+        from shared.adapters.kube.cluster import NODECLASSES, NODEPOOLS, KubeCluster
         from shared.ports.cluster import ClusterError
 
+        paths = {"NodePool": NODEPOOLS, "EC2NodeClass": NODECLASSES}
         cluster = await KubeCluster.connect(str(self.user_kubeconfig), context=self.context)
         try:
             for document in documents:
-                name = document["metadata"]["name"]
+                kind, name = str(document.get("kind", "NodePool")), document["metadata"]["name"]
                 try:
                     try:
-                        await cluster.api.call("POST", NODEPOOLS, body=dict(document))
+                        await cluster.api.call("POST", paths[kind], body=dict(document))
                     except Conflict as exc:
                         if exc.reason != "AlreadyExists":
                             raise
-                        path = f"{NODEPOOLS}/{name}"
+                        path = f"{paths[kind]}/{name}"
                         await cluster.api.call("PATCH", path, body=dict(document), content_type=MERGE_PATCH)
                 except (ClusterError, OSError, TimeoutError) as exc:
-                    raise ApplyFailed(f"NodePool {name} was not applied through the Kubernetes API: {exc}") from None
+                    raise ApplyFailed(f"{kind} {name} was not applied through the Kubernetes API: {exc}") from None
         finally:
             await cluster.close()

@@ -143,6 +143,11 @@ def _up(
                     )
                 console.print(f"the Kubernetes API on {cluster.server}", soft_wrap=True, markup=False)
                 console.print(f"export KUBECONFIG={cluster.user_kubeconfig}", soft_wrap=True, markup=False)
+                classes = [nodeclass.to_dict() for nodeclass in played.nodeclasses]
+                if classes:  # before the pools that name them
+                    loop.run(cluster.apply(classes))
+                    names = ", ".join(str(c["metadata"]["name"]) for c in classes)
+                    console.print(f"applied EC2NodeClasses {names} through the Kubernetes API", soft_wrap=True)
                 pools = [pool.to_dict() for pool in played.nodepools]
                 if pools:
                     console.print(loop.run(_apply_nodepools(cluster, pools, database_url)), soft_wrap=True)
@@ -169,7 +174,7 @@ async def _apply_nodepools(cluster: LocalCluster, pools: list[dict[str, Any]], d
     store = EventStore.connect(database_url, pool_size=1)
     try:
         before = [await store.stream_version(stream) for stream in streams]
-        await cluster.apply_nodepools(pools)
+        await cluster.apply(pools)
         deadline = time.monotonic() + POOLS_SECONDS
         while time.monotonic() < deadline:
             now = [await store.stream_version(stream) for stream in streams]
