@@ -17,12 +17,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import pytest_asyncio
 from aiobotocore.session import get_session
 
+from services.scheduler.garbage import LEAK_GRACE, GarbageCollection
 from shared.adapters.aws.provider import AwsProvider
 from shared.adapters.aws.session import AwsSettings, client_factory
 from shared.ports.cloud import CloudError, InstanceNotFound, InsufficientCapacityError
@@ -230,3 +232,18 @@ async def test_credentials_are_never_logged(aws, moto_url, caplog):
     said = " ".join(r.getMessage() for r in caplog.records if r.name.startswith("nodewright"))
     assert "default-logged" in said  # the provider did log its steps
     assert "AKIASECRETKEYID00001" not in said and "s3cr3t-access-key-value" not in said
+
+
+async def test_a_leaked_instance_is_terminated_and_another_clusters_left(aws, moto_url, world):
+    provider, _, _ = aws
+    nc = node_class(subnets=world["subnets"], security_groups=(world["sg"],), amis=world["amis"])
+    other = AwsProvider(moto_clients(moto_url), FixtureCatalog(), NodeClasses(nc), "another", lambda: NOW)
+    await provider.create(spec("default-held"))
+    lost = await provider.create(spec("default-lost"))
+    theirs = await other.create(spec("default-theirs"))
+    projection = SimpleNamespace(claims={"default-held": object()}, orphaned=list)
+    gc = GarbageCollection(None, projection, provider, None, NOW)  # type: ignore[arg-type]  # only these are used
+    later = datetime.now(UTC) + LEAK_GRACE  # moto stamps LaunchTime with the wall clock
+    assert await gc.terminate_leaked(await provider.list(), later) == [lost["providerID"]]
+    assert {v["nodeclaim"] for v in await provider.list()} == {"default-held"}
+    assert [v["providerID"] for v in await other.list()] == [theirs["providerID"]]
