@@ -82,22 +82,28 @@ def candidates(
     allow and whose allocatable holds the requests. A requirement on a label the type does not
     define (the pool's own labels) does not rule it out, as upstream's `Intersects`."""
     wanted = Requirements.of(Requirement.model_validate(r) for r in requirements)
+    zones, capacities = wanted.get(L.ZONE_LABEL), wanted.get(L.CAPACITY_TYPE_LABEL)
     requests = requests or {}
     out = []
     for entry in entries:
         if any(entry.allocatable.get(name, Decimal(0)) < value for name, value in requests.items()):
             continue
-        if Requirements.from_labels(entry.labels).intersects(wanted):
+        if not _allows(wanted, entry.labels):
             continue
         for offering in entry.offerings:
-            if not offering.available:
-                continue
-            offered = Requirements.from_labels(
-                {L.ZONE_LABEL: offering.zone, L.CAPACITY_TYPE_LABEL: offering.capacity_type}
-            )
-            if not offered.intersects(wanted):
+            if (
+                offering.available
+                and (zones is None or zones.has(offering.zone))
+                and (capacities is None or capacities.has(offering.capacity_type))
+            ):
                 out.append(Candidate(entry, offering.zone, offering.capacity_type, offering.price))
     return out
+
+
+def _allows(wanted: Requirements, labels: Mapping[str, str]) -> bool:
+    """`Requirements.from_labels(labels).intersects(wanted)` is empty, without building one per
+    type: a label's single value meets a requirement exactly when the requirement has it."""
+    return all(wanted[key].has(value) for key, value in labels.items() if key in wanted)
 
 
 def capacity_type(found: Sequence[Candidate]) -> str:

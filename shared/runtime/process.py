@@ -109,6 +109,8 @@ def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettin
         finally:
             if sim is not None:
                 await sim.close()
+            elif hasattr(cloud, "close"):
+                await cloud.close()
             await cluster.close()
             await store.close()
 

@@ -86,7 +86,8 @@ async def aws(moto_url, world, request):
     nc = node_class(subnets=world["subnets"], security_groups=(world["sg"],), amis=world["amis"])
     cluster = request.node.name.removeprefix("test_")[:40]
     provider = AwsProvider(clients, FixtureCatalog(), NodeClasses(nc), cluster, lambda: NOW)
-    return provider, clients, world
+    yield provider, clients, world
+    await provider.close()
 
 
 def spec(claim: str, *requirements: dict[str, Any], pool: str = "default", node_class: str = "default") -> dict:
@@ -229,6 +230,7 @@ async def test_credentials_are_never_logged(aws, moto_url, caplog):
         await provider.create(spec("default-logged"))
         await provider.create(spec("default-logged"))
         await provider.delete((await provider.list())[0]["providerID"])
+    await provider.close()
     said = " ".join(r.getMessage() for r in caplog.records if r.name.startswith("nodewright"))
     assert "default-logged" in said  # the provider did log its steps
     assert "AKIASECRETKEYID00001" not in said and "s3cr3t-access-key-value" not in said
@@ -247,3 +249,4 @@ async def test_a_leaked_instance_is_terminated_and_another_clusters_left(aws, mo
     assert await gc.terminate_leaked(await provider.list(), later) == [lost["providerID"]]
     assert {v["nodeclaim"] for v in await provider.list()} == {"default-held"}
     assert [v["providerID"] for v in await other.list()] == [theirs["providerID"]]
+    await other.close()

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -77,6 +78,24 @@ class AwsProvider:
         self.cluster, self.clock = cluster, clock
         self.templates = LaunchTemplates(clients)
         self._claims: dict[str, asyncio.Lock] = {}
+        self._stack: AsyncExitStack | None = None
+        self._ec2: Any = None
+        self._opening = asyncio.Lock()
+
+    async def _client(self) -> Any:
+        """One EC2 client for the provider's life: making one costs tens of milliseconds (botocore
+        builds its methods), more than a launch's own work; aiobotocore clients take concurrent calls."""
+        async with self._opening:
+            if self._ec2 is None:
+                stack = AsyncExitStack()
+                self._ec2 = await stack.enter_async_context(self.clients("ec2"))
+                self._stack = stack
+        return self._ec2
+
+    async def close(self) -> None:
+        if self._stack is not None:
+            stack, self._stack, self._ec2 = self._stack, None, None
+            await stack.aclose()
 
     async def instance_types(self) -> list[dict[str, Any]]:
         return await self.catalog.instance_types()
@@ -107,19 +126,19 @@ class AwsProvider:
             tags = T.instance_tags(node_class, self.cluster, pool, claim)
         except T.NodeClassNotUsable as exc:
             raise CloudError(str(exc)) from None
-        async with self.clients("ec2") as ec2:
-            existing = await self._describe(ec2, _claim_filters(self.cluster, claim))
-            if existing:
-                log.info("nodeclaim %s already has instance %s", claim, existing[0]["InstanceId"])
-                return self._view_of(existing[0], by_name, spec.get("labels") or {})
-            chosen, configs = await self._plan(claim, spec, entries, node_class)
-            request = F.fleet_request(configs, chosen, tags)
-            try:
-                answer = await ec2.create_fleet(**request)
-            except ClientError as exc:
-                raise self._fleet_refused(claim, exc, configs, chosen) from exc
-            except BotoCoreError as exc:
-                raise CloudError(f"nodeclaim {claim}: CreateFleet: {exc}") from exc
+        ec2 = await self._client()
+        existing = await self._describe(ec2, _claim_filters(self.cluster, claim))
+        if existing:
+            log.info("nodeclaim %s already has instance %s", claim, existing[0]["InstanceId"])
+            return self._view_of(existing[0], by_name, spec.get("labels") or {})
+        chosen, configs = await self._plan(claim, spec, entries, node_class)
+        request = F.fleet_request(configs, chosen, tags)
+        try:
+            answer = await ec2.create_fleet(**request)
+        except ClientError as exc:
+            raise self._fleet_refused(claim, exc, configs, chosen) from exc
+        except BotoCoreError as exc:
+            raise CloudError(f"nodeclaim {claim}: CreateFleet: {exc}") from exc
         outcome = F.read_fleet(answer, chosen)
         if outcome.refused:
             log.info("nodeclaim %s: EC2 had no capacity for %s", claim, F.describe_offerings(outcome.refused))
@@ -202,18 +221,17 @@ class AwsProvider:
     async def list(self) -> list[InstanceView]:
         """Every live instance tagged for this cluster and a NodePool."""
         entries = {e.name: e for e in await self.catalog.entries()}
-        async with self.clients("ec2") as ec2:
-            found = await self._describe(ec2, _cluster_filters(self.cluster))
+        found = await self._describe(await self._client(), _cluster_filters(self.cluster))
         return [self._view_of(i, entries, {}) for i in found]
 
     async def delete(self, provider_id: str) -> InstanceView:
         instance_id = instance_id_of(provider_id)
+        ec2 = await self._client()
         try:
-            async with self.clients("ec2") as ec2:
-                found = await self._describe(ec2, [], InstanceIds=[instance_id])
-                if not found or found[0]["State"]["Name"] not in (*LIVE_STATES, "stopping", "stopped"):
-                    raise InstanceNotFound(f"instance {provider_id} does not exist")
-                answer = await ec2.terminate_instances(InstanceIds=[instance_id])
+            found = await self._describe(ec2, [], InstanceIds=[instance_id])
+            if not found or found[0]["State"]["Name"] not in (*LIVE_STATES, "stopping", "stopped"):
+                raise InstanceNotFound(f"instance {provider_id} does not exist")
+            answer = await ec2.terminate_instances(InstanceIds=[instance_id])
         except ClientError as exc:
             if "NotFound" in str(exc.response.get("Error", {}).get("Code", "")):
                 raise InstanceNotFound(f"instance {provider_id} does not exist") from exc
