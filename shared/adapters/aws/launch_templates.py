@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from shared.adapters.aws.session import ClientFactory
 from shared.aws.launch_template import LaunchConfig
@@ -64,7 +65,7 @@ class LaunchTemplates:
                     if again is None:
                         raise
                     return again
-        except (ClientError, BotoCoreError) as exc:
+        except (ClientError, BotoCoreError, ResponseParserError) as exc:
             raise CloudError(f"launch template {name} for EC2NodeClass {config.node_class}: {exc}") from exc
         template_id = str(answer["LaunchTemplate"]["LaunchTemplateId"])
         log.info("created launch template %s (%s) for EC2NodeClass %s", name, template_id, config.node_class)

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from shared.adapters.aws.launch_templates import LaunchTemplates
 from shared.adapters.aws.nodeclasses import NodeClassSource, ready_node_class
@@ -127,7 +128,7 @@ class AwsProvider:
         except T.NodeClassNotUsable as exc:
             raise CloudError(str(exc)) from None
         ec2 = await self._client()
-        existing = await self._describe(ec2, _claim_filters(self.cluster, claim))
+        existing = await self._describe(ec2, claim_filters(self.cluster, claim))
         if existing:
             log.info("nodeclaim %s already has instance %s", claim, existing[0]["InstanceId"])
             return self._view_of(existing[0], by_name, spec.get("labels") or {})
@@ -137,7 +138,7 @@ class AwsProvider:
             answer = await ec2.create_fleet(**request)
         except ClientError as exc:
             raise self._fleet_refused(claim, exc, configs, chosen) from exc
-        except BotoCoreError as exc:
+        except (BotoCoreError, ResponseParserError) as exc:  # an answer botocore cannot read too
             raise CloudError(f"nodeclaim {claim}: CreateFleet: {exc}") from exc
         outcome = F.read_fleet(answer, chosen)
         if outcome.refused:
@@ -236,7 +237,7 @@ class AwsProvider:
             if "NotFound" in str(exc.response.get("Error", {}).get("Code", "")):
                 raise InstanceNotFound(f"instance {provider_id} does not exist") from exc
             raise CloudError(f"terminating {provider_id}: {exc}") from exc
-        except BotoCoreError as exc:
+        except (BotoCoreError, ResponseParserError) as exc:  # an answer botocore cannot read too
             raise CloudError(f"terminating {provider_id}: {exc}") from exc
         entries = {e.name: e for e in await self.catalog.entries()}
         view = self._view_of(found[0], entries, {})
@@ -256,7 +257,7 @@ class AwsProvider:
             if "NotFound" in str(exc.response.get("Error", {}).get("Code", "")):
                 return []
             raise CloudError(f"DescribeInstances: {exc}") from exc
-        except BotoCoreError as exc:
+        except (BotoCoreError, ResponseParserError) as exc:  # an answer botocore cannot read too
             raise CloudError(f"DescribeInstances: {exc}") from exc
 
     # --- views -----------------------------------------------------------------------------------
@@ -333,7 +334,7 @@ def _cluster_filters(cluster: str) -> list[dict[str, Any]]:
     ]
 
 
-def _claim_filters(cluster: str, claim: str) -> list[dict[str, Any]]:
+def claim_filters(cluster: str, claim: str) -> list[dict[str, Any]]:
     return [
         {"Name": f"tag:{T.NODECLAIM_TAG}", "Values": [claim]},
         {"Name": f"tag:{T.EKS_CLUSTER_TAG}", "Values": [cluster]},
