@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.consolidation
 	$(BIN)/python -m benchmarks.cluster_api
 	$(BIN)/python -m benchmarks.projections
+	$(BIN)/python -m benchmarks.aws
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -7,9 +7,10 @@ With no URLs set, local commands and tests start embedded servers under `data_di
 from __future__ import annotations
 
 import ipaddress
+import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 from urllib.parse import unquote
 
 from pydantic import ByteSize, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -21,6 +22,7 @@ from shared.policy.digests import MIN_KEY_BYTES
 from shared.redaction import check_servers, check_url
 
 _ASYNC_DRIVER = "postgresql+asyncpg"
+CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
 _PLAIN_SCHEMES = frozenset({"postgres", "postgresql"})
 
 
@@ -200,6 +202,12 @@ class Settings(InputLimits, SigningKey):
     in-cluster configuration of its ServiceAccount."""
     kube_context: str | None = None
     """The kubeconfig context to use; unset: its current context."""
+    cloud: Literal["sim", "aws"] = "sim"
+    """Which cloud the services launch on: the sim (over NATS) or EC2 (AWS_REGION and the usual
+    AWS configuration; `shared.adapters.aws`)."""
+    cluster_name: str | None = None
+    """The cluster's name, as EKS knows it: the AWS provider tags its instances with it and lists
+    only those (`kubernetes.io/cluster/<name>`, `eks:eks-cluster-name`). Required with cloud=aws."""
     log_level: str = "INFO"
     clock_start: datetime | None = None
     """With it, the accelerated clock: the simulated instant at `clock_origin` (wall, epoch seconds)."""
@@ -264,6 +272,25 @@ class Settings(InputLimits, SigningKey):
         check_url(value.strip(), "NODEWRIGHT_DATABASE_URL")
         return async_database_url(value.strip())
 
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not CLUSTER_NAME.fullmatch(value):
+            raise ValueError(
+                "NODEWRIGHT_CLUSTER_NAME: a cluster name is 1-100 letters, digits, '-' or '_', starting"
+                " with a letter or digit (EKS's rule)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _aws_needs_a_cluster(self) -> Self:
+        if self.cloud == "aws" and self.cluster_name is None:
+            raise ValueError("NODEWRIGHT_CLUSTER_NAME: required with NODEWRIGHT_CLOUD=aws (it tags the instances)")
+        return self
+
     @field_validator("deployment")
     @classmethod
     def _deployment_name(cls, value: str) -> str:
@@ -298,7 +325,7 @@ def setting_error(exc: ValidationError) -> str:
     for error in exc.errors(include_url=False, include_input=False):
         name = "NODEWRIGHT_" + str(error["loc"][0]).upper() if error["loc"] else "a NODEWRIGHT_ setting"
         message = str(error["msg"]).removeprefix("Value error, ")
-        said.append(message if message.startswith(name) else f"{name}: {message}")
+        said.append(message if message.startswith((name, "NODEWRIGHT_")) else f"{name}: {message}")
     return "; ".join(said)
 
 

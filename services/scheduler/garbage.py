@@ -2,22 +2,54 @@
 claim whose node was deleted and whose instance the cloud no longer runs (a spot reclaim, a
 deletion outside nodewright) is recorded `NodeClaimTerminated`, so it stops counting against its
 pool's limits and budgets. One whose instance still runs is looked at again later.
+
+The other way round, as upstream's instance garbage collection (aws/karpenter-provider-aws
+`pkg/controllers/nodeclaim/garbagecollection`): an instance the cloud lists for this cluster
+whose NodeClaim the log does not hold (a launch whose outcome was lost, a claim that failed after
+the fleet launched) is terminated once it was launched more than `LEAK_GRACE` ago, so a launch
+still being recorded is never taken for a leak.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 
 from services.scheduler.lifecycle import record
 from services.scheduler.projection import Projection
 from shared.events import contracts as c
-from shared.ports.cloud import CloudProvider
+from shared.ports.cloud import CloudError, CloudProvider, InstanceNotFound, InstanceView
 from shared.runtime.ledger import Ledger
 from shared.runtime.nodeclaims import NodeClaimWriter
 
 INSTANCE_GONE = "InstanceTerminated"
 GARBAGE_EVERY = timedelta(minutes=2)
-"""How often claims whose instance was still running are looked at again (upstream's period)."""
+"""How often claims whose instance was still running, and the cloud's instances, are looked at
+again (upstream's period)."""
+LEAK_GRACE = timedelta(seconds=30)
+"""Upstream's: an instance without a NodeClaim younger than this may be a launch in flight."""
+log = logging.getLogger("nodewright.scheduler.garbage")
+
+
+def leaked(instances: Iterable[InstanceView], claims: Collection[str], now: datetime) -> list[InstanceView]:
+    """The instances whose NodeClaim is not among `claims` and that were launched at least
+    LEAK_GRACE before `now` (an instance without a launch time is young)."""
+    out = []
+    for instance in instances:
+        if instance.get("nodeclaim") in claims:
+            continue
+        launched = _instant(instance.get("launchedAt"))
+        if launched is not None and now - launched >= LEAK_GRACE:
+            out.append(instance)
+    return out
+
+
+def _instant(text: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
 
 
 class GarbageCollection:
@@ -29,15 +61,17 @@ class GarbageCollection:
         self.after = now
 
     def due(self, now: datetime) -> bool:
-        """At once for a claim whose node just went; again every GARBAGE_EVERY for those whose
-        instance was still running then."""
+        """At once for a claim whose node just went; every GARBAGE_EVERY for the rest (claims
+        whose instance was still running, instances without a claim)."""
         orphaned = self.projection.orphaned()
-        return any(name not in self.looked_at for name in orphaned) or (bool(orphaned) and now >= self.after)
+        return any(name not in self.looked_at for name in orphaned) or now >= self.after
 
     async def collect(self, now: datetime) -> list[str]:
-        """The names of the claims ended."""
-        running = {i.get("nodeclaim") for i in await self.cloud.list()}
+        """The names of the claims ended; leaked instances are terminated on the way."""
+        instances = await self.cloud.list()
+        running = {i.get("nodeclaim") for i in instances}
         self.after = now + GARBAGE_EVERY
+        await self.terminate_leaked(instances, now)
         ended = []
         for name in self.projection.orphaned():
             self.looked_at.add(name)
@@ -50,4 +84,21 @@ class GarbageCollection:
         await self.ledger.reach()
         self.looked_at.intersection_update(self.projection.orphaned())
         self.objects.release(ended)  # ended here, not by termination: their objects go too
+        return ended
+
+    async def terminate_leaked(self, instances: Iterable[InstanceView], now: datetime) -> list[str]:
+        """Terminate the leaked instances; their provider ids. One the cloud refuses is logged
+        and tried again at the next collection."""
+        ended = []
+        for instance in leaked(instances, self.projection.claims.keys(), now):
+            provider_id = str(instance.get("providerID"))
+            try:
+                await self.cloud.delete(provider_id)
+            except InstanceNotFound:
+                continue
+            except CloudError as exc:
+                log.warning("leaked instance %s not terminated: %s", provider_id, exc)
+                continue
+            log.info("terminated leaked instance %s (nodeclaim %r not held)", provider_id, instance.get("nodeclaim"))
+            ended.append(provider_id)
         return ended

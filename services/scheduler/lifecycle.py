@@ -194,11 +194,13 @@ class Lifecycle:
 
 def launch_spec(name: str, claim: ClaimInFlight, pool: NodePool) -> dict[str, Any]:
     """What the cloud's create is asked for: the claim's requirements and requests, the pool's
-    template labels (and its name) and taints."""
+    template labels (and its name), taints and node class (which a real cloud launches with)."""
     template = pool.spec.template
+    ref = template.spec.node_class_ref
     return {
         "nodeclaim": name,
         "nodepool": claim.nodepool,
+        "nodeClassRef": {"group": ref.group, "kind": ref.kind, "name": ref.name},
         "requirements": claim.requirements,
         "requests": claim.requests,
         "labels": {**template.labels, NODEPOOL_LABEL: claim.nodepool},

@@ -1,17 +1,18 @@
 """The `CloudProvider` port: launching and terminating instances for NodeClaims.
 
 Requests and instances travel as JSON-ready dicts (`LaunchSpec`, `InstanceView`), so the port
-works the same in one process and over NATS. Adapters: the sim (`shared.adapters.sim`); real
-providers later.
+works the same in one process and over NATS. Adapters: the sim (`shared.adapters.sim`) and
+AWS (`shared.adapters.aws.provider`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 LaunchSpec = dict[str, Any]
-"""{nodeclaim, nodepool, requirements: [{key, operator, values}], requests: {name: quantity},
-labels, taints: [taint], startupTaints: [taint]}"""
+"""{nodeclaim, nodepool, nodeClassRef: {group, kind, name}, requirements: [{key, operator,
+values}], requests: {name: quantity}, labels, taints: [taint], startupTaints: [taint]}"""
 
 InstanceView = dict[str, Any]
 """{providerID, nodeclaim, nodepool, instanceType, zone, capacityType, price, capacity,
@@ -23,7 +24,13 @@ class CloudError(Exception):
 
 
 class InsufficientCapacityError(CloudError):
-    """No offering the claim allows can be launched now (upstream's InsufficientCapacityError)."""
+    """No offering the claim allows can be launched now (upstream's InsufficientCapacityError).
+    `offerings`: the (instance type, zone, capacity type) the cloud refused, when it says which;
+    empty: every offering the claim allowed."""
+
+    def __init__(self, message: str, *, offerings: Sequence[tuple[str, str, str]] = ()) -> None:
+        super().__init__(message)
+        self.offerings = tuple(offerings)
 
 
 class NoCompatibleInstanceTypes(CloudError):

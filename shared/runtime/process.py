@@ -7,7 +7,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from shared import crashes
 from shared.adapters.sim import SimClient
@@ -18,6 +18,9 @@ from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import Cluster
 from shared.runtime import loop
 from shared.store.eventstore import EventStore
+
+if TYPE_CHECKING:
+    from shared.adapters.aws.nodeclasses import CustomObjects
 
 log = logging.getLogger("nodewright")
 
@@ -61,7 +64,7 @@ class Service(Protocol):
 @dataclass(frozen=True)
 class Connected:
     """What a service reaches the world through: the cluster (the Kubernetes API) and the cloud
-    (the sim's, over NATS, until a real provider)."""
+    (NODEWRIGHT_CLOUD: the sim's, over NATS, or EC2's)."""
 
     cluster: Cluster
     cloud: CloudProvider
@@ -91,20 +94,46 @@ def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettin
             )
         except KubeconfigError as exc:
             crashes.give_up(f"the {name} cannot reach the Kubernetes API: {exc}", 2)
+        sim: SimClient | None = None
+        if config.cloud == "aws":
+            cloud: CloudProvider = _aws_provider(config, cluster, name)
+        else:
+            sim = await _sim_client(bus, name, stopping)
+            if sim is None:
+                await cluster.close()
+                return
+            cloud = sim
         store = EventStore.connect(database_url, pool_size=4, signing_key=config.signing_key_bytes())
-        sim = await _sim_client(bus, name, stopping)
-        if sim is None:
-            await cluster.close()
-            await store.close()
-            return
         try:
-            await build(store, Connected(cluster, sim), bus, config).run(stopping)
+            await build(store, Connected(cluster, cloud), bus, config).run(stopping)
         finally:
-            await sim.close()
+            if sim is not None:
+                await sim.close()
+            elif hasattr(cloud, "close"):
+                await cloud.close()
             await cluster.close()
             await store.close()
 
     serve(run, name)
+
+
+def _aws_provider(config: Settings, cluster: CustomObjects, name: str) -> CloudProvider:
+    """EC2 as the cloud: the standard AWS configuration (AWS_REGION, AWS_ENDPOINT_URL, the usual
+    credential chain, which is never read here), the catalog, EC2NodeClasses from the API."""
+    from shared.adapters.aws.catalog import AwsCatalog
+    from shared.adapters.aws.nodeclasses import KubeNodeClasses
+    from shared.adapters.aws.provider import AwsProvider
+    from shared.adapters.aws.session import AwsConfigError, AwsSettings, client_factory
+
+    try:
+        aws = AwsSettings.from_env()
+    except AwsConfigError as exc:
+        crashes.give_up(f"the {name} cannot use NODEWRIGHT_CLOUD=aws: {exc}", 1)
+    clients = client_factory(aws)
+    clock = config.clock()
+    catalog = AwsCatalog(clients, aws.region, clock.now)
+    log.info("%s: the cloud is EC2 in %s for cluster %s", name, aws.region, config.cluster_name)
+    return AwsProvider(clients, catalog, KubeNodeClasses(cluster), config.cluster_name or "", clock.now)
 
 
 async def _sim_client(bus: BusSettings, name: str, stopping: asyncio.Event) -> SimClient | None:

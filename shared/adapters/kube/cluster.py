@@ -197,6 +197,16 @@ class KubeCluster:
         if not (patched.get("metadata") or {}).get("deletionTimestamp"):
             await self.delete_nodeclaim(nodeclaim)
 
+    # --- custom objects ----------------------------------------------------------------------
+
+    async def get_custom_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
+        """A cluster-scoped custom object (an EC2NodeClass for the AWS provider), or None."""
+        try:
+            found = await self.api.call("GET", f"/apis/{api_version}/{plural}/{name}")
+        except NotFound:
+            return None
+        return dict(found) if isinstance(found, dict) else None
+
     # --- finalizers --------------------------------------------------------------------------
 
     async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:

@@ -1,0 +1,213 @@
+"""What a NodeClaim's CreateFleet asks for, and what its answer means: pure.
+
+As upstream's instance provider (aws/karpenter-provider-aws `pkg/providers/instance/instance.go`:
+`getCapacityType`, `getOverrides`, `updateUnavailableOfferingsCache`, `combineFleetErrors`; the
+codes of `pkg/errors/errors.go`): the claim's requirements select catalog offerings (type, zone,
+capacity type); spot is asked for when the claim allows a spot offering, else on demand; one
+override per (type, zone) with a subnet in that zone, cheapest first, at most 60 types; a fleet
+that launched nothing is an insufficient-capacity error when EC2 said capacity, naming the
+offerings it refused, else a plain error. The rules are written out in docs/aws.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from shared.api.core import Requirement
+from shared.aws import labels as L
+from shared.aws.instance_types import InstanceTypeEntry
+from shared.scheduling.requirements import Requirements
+
+ON_DEMAND, SPOT = "on-demand", "spot"
+MAX_INSTANCE_TYPES = 60
+"""Upstream's `maxInstanceTypes`: the most types one CreateFleet names."""
+ALLOCATION_STRATEGY = {ON_DEMAND: "lowest-price", SPOT: "price-capacity-optimized"}
+CAPACITY_ERRORS = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+        "MaxFleetCountExceeded",
+        "ReservationCapacityExceeded",
+    }
+)
+"""Fleet error codes that mean "no capacity for this offering now" (upstream's unfulfillable
+capacity codes): the offering goes in the insufficient-capacity cache."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One offering the claim allows: an instance type in a zone at a capacity type."""
+
+    entry: InstanceTypeEntry
+    zone: str
+    capacity_type: str
+    price: float
+
+    @property
+    def instance_type(self) -> str:
+        return self.entry.name
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    instance_type: str
+    zone: str
+    subnet_id: str
+    price: float
+
+    def as_request(self) -> dict[str, Any]:
+        """The FleetLaunchTemplateOverridesRequest; the zone is redundant beside the subnet but
+        lets a capacity error name its offering without another call (as upstream sets it)."""
+        return {
+            "InstanceType": self.instance_type,
+            "SubnetId": self.subnet_id,
+            "AvailabilityZone": self.zone,
+            "Priority": self.price,
+        }
+
+
+def candidates(
+    entries: Iterable[InstanceTypeEntry],
+    requirements: Iterable[Mapping[str, Any]],
+    requests: Mapping[str, Decimal] | None = None,
+) -> list[Candidate]:
+    """Every available offering whose type's labels, zone and capacity type the requirements
+    allow and whose allocatable holds the requests. A requirement on a label the type does not
+    define (the pool's own labels) does not rule it out, as upstream's `Intersects`."""
+    wanted = Requirements.of(Requirement.model_validate(r) for r in requirements)
+    zones, capacities = wanted.get(L.ZONE_LABEL), wanted.get(L.CAPACITY_TYPE_LABEL)
+    requests = requests or {}
+    out = []
+    for entry in entries:
+        if any(entry.allocatable.get(name, Decimal(0)) < value for name, value in requests.items()):
+            continue
+        if not _allows(wanted, entry.labels):
+            continue
+        for offering in entry.offerings:
+            if (
+                offering.available
+                and (zones is None or zones.has(offering.zone))
+                and (capacities is None or capacities.has(offering.capacity_type))
+            ):
+                out.append(Candidate(entry, offering.zone, offering.capacity_type, offering.price))
+    return out
+
+
+def _allows(wanted: Requirements, labels: Mapping[str, str]) -> bool:
+    """`Requirements.from_labels(labels).intersects(wanted)` is empty, without building one per
+    type: a label's single value meets a requirement exactly when the requirement has it."""
+    return all(wanted[key].has(value) for key, value in labels.items() if key in wanted)
+
+
+def capacity_type(found: Sequence[Candidate]) -> str:
+    """Spot when the claim allows an available spot offering (spot is cheaper), else on demand."""
+    return SPOT if any(c.capacity_type == SPOT for c in found) else ON_DEMAND
+
+
+def overrides(found: Sequence[Candidate], subnets: Mapping[str, str], chosen: str) -> list[Override]:
+    """The overrides for `chosen` capacity: one per (type, zone) that has a subnet (`subnets`:
+    zone -> subnet id), cheapest first (then by type and zone, so equal prices are stable),
+    keeping the cheapest `MAX_INSTANCE_TYPES` types."""
+    by_offering: dict[tuple[str, str], Override] = {}
+    for c in found:
+        if c.capacity_type != chosen or c.zone not in subnets:
+            continue
+        key = (c.instance_type, c.zone)
+        if key not in by_offering or c.price < by_offering[key].price:
+            by_offering[key] = Override(c.instance_type, c.zone, subnets[c.zone], c.price)
+    ordered = sorted(by_offering.values(), key=lambda o: (o.price, o.instance_type, o.zone))
+    kept: list[str] = []
+    for o in ordered:
+        if o.instance_type not in kept and len(kept) < MAX_INSTANCE_TYPES:
+            kept.append(o.instance_type)
+    allowed = set(kept)
+    return [o for o in ordered if o.instance_type in allowed]
+
+
+def fleet_request(
+    configs: Sequence[tuple[str, Sequence[Override]]], chosen: str, tags: Mapping[str, str]
+) -> dict[str, Any]:
+    """CreateFleet's parameters: an `instant` fleet of one instance over the launch templates
+    (`configs`: template name -> its overrides), tagging the instance, its volumes and the fleet."""
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    request: dict[str, Any] = {
+        "Type": "instant",
+        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": chosen},
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
+                "Overrides": [o.as_request() for o in chosen_overrides],
+            }
+            for name, chosen_overrides in configs
+        ],
+        "TagSpecifications": [{"ResourceType": r, "Tags": tag_list} for r in ("instance", "volume", "fleet")],
+    }
+    options = {"AllocationStrategy": ALLOCATION_STRATEGY[chosen]}
+    request["SpotOptions" if chosen == SPOT else "OnDemandOptions"] = options
+    return request
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetOutcome:
+    launched: Launched | None
+    refused: tuple[tuple[str, str, str], ...]
+    """(type, zone, capacity type) of the offerings EC2 had no capacity for."""
+    errors: tuple[str, ...]
+    """Every error, as `code: message`."""
+
+    @property
+    def capacity_only(self) -> bool:
+        """Nothing launched and every error said capacity: the claim's offerings are short."""
+        return self.launched is None and bool(self.refused) and len(self.refused) == len(self.errors)
+
+
+def read_fleet(answer: Mapping[str, Any], chosen: str) -> FleetOutcome:
+    """CreateFleet's answer: the instance launched (if any) and the offerings refused."""
+    refused: list[tuple[str, str, str]] = []
+    errors: list[str] = []
+    for error in answer.get("Errors") or []:
+        code = str(error.get("ErrorCode") or "Unknown")
+        errors.append(f"{code}: {error.get('ErrorMessage') or ''}".rstrip(": "))
+        o = (error.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        if code in CAPACITY_ERRORS and o.get("InstanceType") and o.get("AvailabilityZone"):
+            offering = (o["InstanceType"], o["AvailabilityZone"], _capacity(error.get("Lifecycle"), chosen))
+            if offering not in refused:
+                refused.append(offering)
+    launched = None
+    for instance in answer.get("Instances") or []:
+        ids = instance.get("InstanceIds") or []
+        if ids:
+            o = (instance.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            launched = Launched(
+                ids[0],
+                str(instance.get("InstanceType") or o.get("InstanceType") or ""),
+                str(o.get("AvailabilityZone") or ""),
+                _capacity(instance.get("Lifecycle"), chosen),
+            )
+            break
+    return FleetOutcome(launched, tuple(refused), tuple(errors))
+
+
+def _capacity(lifecycle: object, chosen: str) -> str:
+    """EC2 says `spot` or `on-demand` per instance; moto may leave it out."""
+    return lifecycle if lifecycle in (SPOT, ON_DEMAND) else chosen  # type: ignore[return-value]
+
+
+def describe_offerings(offerings: Sequence[tuple[str, str, str]], limit: int = 5) -> str:
+    shown = ", ".join("/".join(o) for o in offerings[:limit])
+    return shown + (f" and {len(offerings) - limit} more" if len(offerings) > limit else "")
