@@ -47,6 +47,9 @@ class Claim:
     capacity_type: str | None = None
     zone: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    image_id: str | None = None  # what the cloud launched it on (AWS), for drift
+    subnet_id: str | None = None
+    security_group_ids: tuple[str, ...] | None = None
     node: str | None = None
     initialized_at: datetime | None = None
     deleting: bool = False
@@ -159,6 +162,8 @@ class Projection:
     commands: dict[str, Command] = field(default_factory=dict)
     initialized: set[str] = field(default_factory=set)  # claims whose NodeClaimInitialized is in the log
     said: dict[tuple[str, str, str], datetime] = field(default_factory=dict)  # (pool or claim, reason, cause)
+    resolved: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)  # class -> its resolved ids
+    resolved_at: dict[str, datetime] = field(default_factory=dict)  # class -> when they last changed
     position: int = 0
 
     def apply(self, event: RecordedEvent) -> None:
@@ -233,6 +238,16 @@ def _claim_launched(p: Projection, e: c.NodeClaimLaunched, r: RecordedEvent) -> 
         claim.instance_type, claim.capacity_type = e.instance_type, e.capacity_type
         claim.zone = e.zone
         claim.labels = dict(e.labels)
+        claim.image_id, claim.subnet_id = e.image_id, e.subnet_id
+        claim.security_group_ids = tuple(e.security_group_ids) if e.security_group_ids is not None else None
+
+
+def _nodeclass_status(p: Projection, e: c.NodeClassStatusChanged, r: RecordedEvent) -> None:
+    """When what the class resolves to last changed: a claim it drifts is drifted since then (the
+    class itself is the scheduling view's)."""
+    ids = (tuple(e.amis), tuple(e.security_groups), tuple(e.subnets))
+    if p.resolved.get(e.nodeclass) != ids:
+        p.resolved[e.nodeclass], p.resolved_at[e.nodeclass] = ids, r.occurred_at
 
 
 def _claim_registered(p: Projection, e: c.NodeClaimRegistered, r: RecordedEvent) -> None:
@@ -363,6 +378,7 @@ _STEPS: Mapping[type[c.Event], Step[Projection]] = {
     c.NodePoolApplied: _pool_applied,
     c.NodePoolDeleted: _pool_gone,
     c.NodePoolRejected: _pool_gone,
+    c.NodeClassStatusChanged: _nodeclass_status,
     c.NodeClaimCreated: _claim_created,
     c.NodeClaimLaunched: _claim_launched,
     c.NodeClaimLaunchFailed: _claim_ended,

@@ -72,11 +72,15 @@ class DisruptionService:
         cluster: Cluster | None = None,
         spot_to_spot: bool = False,
         poll: timedelta = POLL,
+        nodeclasses: bool = False,
     ) -> None:
+        """`nodeclasses`: the cloud resolves EC2NodeClasses (AWS), so no replacement is planned
+        into a pool whose class is not Ready (the scheduler's gate, as the simulation sees it)."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.spot_to_spot, self.poll = spot_to_spot, poll
         self.recorder = Recorder(cluster, window=timedelta(0))  # the log's own dedupe decides what is said
         self.projection = Projection()
+        self.projection.view.gated = nodeclasses
         self.catalog: list[InstanceOption] = []
         self.lock = LeaderLock(store, LEADER_LOCK)
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])

@@ -10,6 +10,7 @@ from services.disruption.projection import Claim, Pod, Projection
 from shared.api.labels import DELETION_COST_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION
 from shared.api.nodepool import ConsolidationPolicy, DisruptionReason, NodePool
 from shared.disruption.candidates import CandidatePod, NodeState
+from shared.disruption.cloud_drift import CLOUD_REASONS, Launch
 from shared.disruption.consolidatable import consolidatable_at
 from shared.disruption.drift import drift_reason
 from shared.disruption.pdbs import Member, disruptions_allowed
@@ -20,7 +21,9 @@ from shared.policy.counters import PoolCounters
 from shared.policy.limits import NodeLimit
 from shared.policy.overlimit import ClaimFacts
 from shared.policy.pods import PodFacts
+from shared.scheduling.nodeclasses import class_of
 from shared.scheduling.offerings import InstanceOption
+from shared.scheduling.requirements import Requirements
 from shared.termination.pods import DISRUPTED_TAINT, tolerations_of
 
 
@@ -44,8 +47,9 @@ def build(
     }
     prices = {(o.name, offer.zone, offer.capacity_type): offer.price for o in catalog for offer in o.offers}
     view = projection.view
-    templates = tuple(view.templates({}))
-    wanted = {t.name: t.requirements for t in templates}  # the pass's own: requirements and template labels
+    templates = tuple(view.templates({}))  # the pools a replacement may go to: not one whose class is not Ready
+    # drift compares each claim with its pool, ready or not: requirements and template labels
+    wanted = {t.name: t.requirements for t in view.templates({}, unready=True)}
     nominated = set(projection.view.nominated.values()) | _awaited(projection)
     nodes = []
     leaving: set[str] = set()
@@ -66,15 +70,7 @@ def build(
             pods=seen,
             grace_period=claim.grace_period,
         )
-        drift = None
-        if claim.nodepool in wanted:
-            drift = drift_reason(
-                launched=claim.launched,
-                claim=claim.stamp,
-                pool=projection.stamps[claim.nodepool],
-                claim_labels=claim.labels,
-                pool_requirements=wanted[claim.nodepool],
-            )
+        drift, drifted_since = _drift(projection, claim, wanted, catalog, now)
         nodes.append(
             Node(
                 state=state,
@@ -83,7 +79,7 @@ def build(
                 last_pod_event=claim.last_pod_event,
                 movable=_movable(name, claim, [p for p, c in zip(pods, seen, strict=True) if c.reschedulable], prices),
                 drift=drift,
-                drifted_since=max(claim.created_at, projection.applied_at.get(claim.nodepool, claim.created_at)),
+                drifted_since=drifted_since,
             )
         )
     cluster = ClusterView(
@@ -104,6 +100,48 @@ def build(
         for pdb in pdbs
     }
     return World(now, pools, nodes, cluster, pdbs, allowed, spot_to_spot)
+
+
+def _drift(
+    projection: Projection,
+    claim: Claim,
+    wanted: Mapping[str, Requirements],
+    catalog: Sequence[InstanceOption],
+    now: datetime,
+) -> tuple[str | None, datetime]:
+    """Why the claim is drifted (None: it is not), and since when: its pool's last change, or for
+    a reason its class gives, when what the class resolves to last changed."""
+    since = max(claim.created_at, projection.applied_at.get(claim.nodepool, claim.created_at))
+    if claim.nodepool not in wanted:
+        return None, since
+    pool = projection.pools.get(claim.nodepool)
+    nodeclass = class_of(pool) if pool is not None else None
+    drift = drift_reason(
+        launched=claim.launched,
+        claim=claim.stamp,
+        pool=projection.stamps[claim.nodepool],
+        claim_labels=claim.labels,
+        pool_requirements=wanted[claim.nodepool],
+        launch=_launch(claim),
+        nodeclass=projection.view.nodeclasses.get(nodeclass or ""),
+        catalog=catalog,
+        now=now,
+    )
+    if drift in CLOUD_REASONS and nodeclass in projection.resolved_at:
+        since = max(claim.created_at, projection.resolved_at[nodeclass])
+    return drift, since
+
+
+def _launch(claim: Claim) -> Launch:
+    return Launch(
+        claim.created_at,
+        claim.instance_type,
+        claim.zone,
+        claim.capacity_type,
+        claim.image_id,
+        claim.subnet_id,
+        claim.security_group_ids,
+    )
 
 
 def _awaited(projection: Projection) -> set[str]:

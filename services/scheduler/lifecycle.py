@@ -184,6 +184,9 @@ class Lifecycle:
             zone=instance.get("zone"),
             allocatable=instance.get("allocatable") or {},
             labels=instance.get("labels") or {},
+            image_id=instance.get("imageID"),
+            subnet_id=instance.get("subnetID"),
+            security_group_ids=instance.get("securityGroupIDs"),
         )
         await record(self.ledger, launched, now)
         where = (launched.provider_id, launched.instance_type, launched.zone, launched.capacity_type)

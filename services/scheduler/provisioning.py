@@ -23,8 +23,9 @@ from shared.runtime import logs
 from shared.runtime.ledger import Ledger
 from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name
+from shared.scheduling.nodeclasses import admitting, waiting_reason
 from shared.scheduling.packing import schedule
-from shared.scheduling.values import Bound, Plan, PlannedClaim
+from shared.scheduling.values import Bound, PendingPod, Plan, PlannedClaim
 
 log = logs.controller("provisioner")
 
@@ -60,6 +61,9 @@ class Provisioner:
             for resource, quantity in (pool.spec.limits or {}).items():
                 self.metrics.limit.labels(name, resource_type(resource)).set(float(quantity.value))
         waiting = self.projection.plannable()
+        unready = self.projection.unready()
+        for pool, why in unready.items() if waiting else ():  # as upstream's, with pods to schedule
+            log.error("ignoring nodepool, not ready", NodePool=acts.ref(pool), reason=why)
         with self.metrics.duration.time():
             started = self.monotonic()
             plan = schedule(
@@ -81,7 +85,8 @@ class Provisioner:
         self.metrics.unschedulable.set(len(plan.unplaced))
         self.metrics.ignored.set(len(plan.ignored))
         view = self.projection
-        events = [kube_events.failed_scheduling(view, pod, why) for pod, why in plan.unplaced.items()]
+        unplaced = _waiting_on_unready(plan.unplaced, waiting, view, unready)
+        events = [kube_events.failed_scheduling(view, pod, why) for pod, why in unplaced.items()]
         events += [kube_events.nominated(view, pod, target) for pod, target in plan.placed.items()]
         for claim in plan.claims:
             name = await self._reserve(claim, now, reconcile_id)
@@ -122,6 +127,24 @@ class Provisioner:
         message, fields = acts.created_nodeclaim(claim.nodepool, name, created.requests, types, reconcile_id)
         log.info(message, **fields)
         return name
+
+
+def _waiting_on_unready(
+    unplaced: Mapping[str, str], waiting: list[PendingPod], view: Projection, unready: Mapping[str, str]
+) -> dict[str, str]:
+    """The pass's reasons, with the not-ready pools that would have taken each pod named and why
+    they were left out: a pod only they would take waits for its pool's class, and says so."""
+    if not unready or not unplaced:
+        return dict(unplaced)
+    left_out = [t for t in view.templates({}, unready=True) if t.name in unready]
+    pods = {p.key: p for p in waiting}
+    ready = len(view.pools) > len(unready)
+    out = {}
+    for key, why in unplaced.items():
+        pod = pods.get(key)
+        pools = admitting(pod, left_out) if pod is not None else []
+        out[key] = waiting_reason(why, {p: unready[p] for p in pools}, ready) if pools else why
+    return out
 
 
 def _remaining(counters: Any, pool: Any) -> Mapping[str, Decimal] | None:

@@ -71,18 +71,21 @@ class SchedulerService:
         timeout: timedelta = PASS_TIMEOUT,
         monotonic: Callable[[], float] = time.monotonic,
         queue: MessageQueue | None = None,
+        nodeclasses: bool = False,
     ) -> None:
         """`cluster`: where the pods' FailedScheduling and Nominated events and the NodeClaim
         objects go (none: nowhere);
         `timeout`: how long one pass may compute, on `monotonic` (real time: the work is this
         process's, not the simulated clock's), before it launches what it planned and leaves
         the rest to the next pass;
-        `queue`: the interruption queue (none: interruption messages are not handled)."""
+        `queue`: the interruption queue (none: interruption messages are not handled);
+        `nodeclasses`: the cloud resolves EC2NodeClasses (AWS), so a pool whose class is not
+        Ready launches nothing (the sim's classes are always ready)."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.claim_records = NodeClaimRecords()
         self.objects = NodeClaimWriter(cluster, self.claim_records)  # the NodeClaims the log implies
         self.idle, self.longest = idle, longest
-        self.projection = Projection()
+        self.projection = Projection(gated=nodeclasses)
         self.lock = LeaderLock(store, LEADER_LOCK)
         self.shell = ServiceShell(PRODUCER, bus, port=port, readiness=[database_answers(store)])
         self.consumer = ProjectionConsumer(

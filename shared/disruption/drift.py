@@ -5,6 +5,8 @@ longer matches its pool.
 and of the same version: a new hashing scheme never drifts a whole fleet). `RequirementsDrifted`:
 the claim's labels no longer satisfy the pool's requirements (a new required key, narrowed
 values, DoesNotExist on a key it has); broadening values or loosening to Exists does not drift.
+Then, from the cloud (`cloud_drift`): `InstanceTypeNotFound` (upstream's core reason), `AMIDrift`,
+`SecurityGroupDrift`, `SubnetDrift` (aws/karpenter-provider-aws `pkg/cloudprovider/drift.go`).
 The first that holds is the reason. Drifted claims go empty ones first, then oldest drift first,
 one per pass, replaced first by as many claims as their pods need (`drift_command`). `Drift` is
 the method (`method.Method`) the graceful pass asks after Emptiness.
@@ -18,10 +20,13 @@ from datetime import datetime
 
 from shared.api.nodepool import DisruptionReason
 from shared.disruption.candidates import Blocked, Candidate
+from shared.disruption.cloud_drift import Launch, cloud_drift
 from shared.disruption.command import Command
 from shared.disruption.consolidation import ANOTHER_POOL, Replaceable, any_replacement
 from shared.disruption.method import EVENTUAL, Found, Outcome, Round
 from shared.disruption.simulation import ClusterView, Movable, simulate
+from shared.scheduling.nodeclasses import NodeClassState
+from shared.scheduling.offerings import InstanceOption
 from shared.scheduling.requirements import Requirements
 from shared.scheduling.values import PlannedClaim
 
@@ -45,14 +50,21 @@ def drift_reason(
     pool: Stamp,
     claim_labels: Mapping[str, str],
     pool_requirements: Requirements,
+    launch: Launch | None = None,
+    nodeclass: NodeClassState | None = None,
+    catalog: Sequence[InstanceOption] = (),
+    now: datetime | None = None,
 ) -> str | None:
-    """Why the claim is drifted, or None."""
+    """Why the claim is drifted, or None. `launch`, `nodeclass`, `catalog` and `now`: what the
+    cloud's reasons need (`cloud_drift`); without them only the pool's are asked."""
     if not launched:
         return None
     if claim.hash and pool.hash and claim.version == pool.version and claim.hash != pool.hash:
         return NODEPOOL_DRIFTED
     if Requirements.from_labels(claim_labels).compatible(pool_requirements):
         return REQUIREMENTS_DRIFTED
+    if launch is not None and now is not None:
+        return cloud_drift(launch, nodeclass, catalog, now)
     return None
 
 

@@ -28,6 +28,7 @@ from shared.events import contracts as c
 from shared.events.decode import Step, dispatch
 from shared.events.envelope import RecordedEvent
 from shared.projections.cluster import Cluster
+from shared.scheduling.nodeclasses import NodeClassState, unready_reason
 from shared.scheduling.offerings import DaemonSetPods, node_daemon_overhead
 from shared.scheduling.requirements import Requirements, ValueSet
 from shared.scheduling.topology import PodTopology, Running
@@ -80,6 +81,9 @@ class SchedulingView:
     nodes: dict[str, _Node] = field(default_factory=dict)
     claims: dict[str, ClaimInFlight] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the claim in flight for it
+    nodeclasses: dict[str, NodeClassState] = field(default_factory=dict)  # EC2NodeClass -> last status
+    gated: bool = False
+    """The cloud resolves EC2NodeClasses (AWS): a pool on one launches only while it is Ready."""
     position: int = 0
     changed: bool = False  # a pod or a pool changed since the last plan
 
@@ -176,9 +180,25 @@ class SchedulingView:
         """claim -> the name of its registered node."""
         return {node.nodeclaim: node.name for node in self.nodes.values() if node.nodeclaim}
 
-    def templates(self, remaining: Mapping[str, Mapping[str, Decimal] | None]) -> list[PoolTemplate]:
-        out = []
+    def unready(self) -> dict[str, str]:
+        """The pools a pass leaves out, each with why (`nodeclasses.unready_reason`)."""
+        out = {}
         for name, pool in self.pools.items():
+            why = unready_reason(pool, self.nodeclasses, self.gated)
+            if why is not None:
+                out[name] = why
+        return out
+
+    def templates(
+        self, remaining: Mapping[str, Mapping[str, Decimal] | None], *, unready: bool = False
+    ) -> list[PoolTemplate]:
+        """The pools a pass may launch into; `unready`: those it leaves out too (drift compares a
+        claim with its pool whether or not the pool may launch)."""
+        out = []
+        left_out = set() if unready else set(self.unready())
+        for name, pool in self.pools.items():
+            if name in left_out:
+                continue
             spec = pool.spec.template.spec
             requirements = Requirements.of(spec.requirements)
             for key, value in pool.spec.template.labels.items():
@@ -268,6 +288,13 @@ def _pool_applied(p: SchedulingView, e: c.NodePoolApplied, r: RecordedEvent) -> 
 def _pool_gone(p: SchedulingView, e: c.NodePoolRejected | c.NodePoolDeleted, r: RecordedEvent) -> None:
     p.pools.pop(e.nodepool, None)
     p.changed = True
+
+
+def _nodeclass_status(p: SchedulingView, e: c.NodeClassStatusChanged, r: RecordedEvent) -> None:
+    p.nodeclasses[e.nodeclass] = NodeClassState(
+        e.ready, e.reason, e.message, tuple(e.subnets), tuple(e.security_groups), tuple(e.amis)
+    )
+    p.changed = True  # a pool may launch now, or no longer
 
 
 def _pending(p: SchedulingView, e: c.PodPending, r: RecordedEvent) -> None:
@@ -397,6 +424,7 @@ VIEW_STEPS: Mapping[type[c.Event], Step[SchedulingView]] = {
     c.NodePoolApplied: _pool_applied,
     c.NodePoolRejected: _pool_gone,
     c.NodePoolDeleted: _pool_gone,
+    c.NodeClassStatusChanged: _nodeclass_status,
     c.DaemonSetApplied: _daemonset_applied,
     c.DaemonSetDeleted: _daemonset_deleted,
     c.PodPending: _pending,

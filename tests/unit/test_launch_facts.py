@@ -1,0 +1,71 @@
+"""A claim's launch records what the cloud launched it on (AMI, subnet, security groups) when the
+cloud's InstanceView says (AWS's does, the sim's does not): drift compares them with its class."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from services.scheduler.lifecycle import Lifecycle, Offerings
+from services.scheduler.projection import Projection
+from shared.events import contracts as c
+from shared.events.envelope import Metadata, RecordedEvent
+from tests.factories import T0, applied, created
+
+VIEW = {
+    "providerID": "aws:///zone-a/i-0abc",
+    "instanceType": "type-2-8Gi",
+    "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+    "capacityType": "on-demand",
+    "zone": "zone-a",
+}
+AWS = {"imageID": "ami-1", "subnetID": "subnet-a", "securityGroupIDs": ["sg-1", "sg-2"]}
+
+
+class Cloud:
+    def __init__(self, view: dict[str, Any]) -> None:
+        self.view = view
+
+    async def create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return {**self.view, "nodeclaim": spec["nodeclaim"]}
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.appended: list[Any] = []
+
+    async def append(self, stream: str, expected: Any, events: list[Any]) -> list[int]:
+        self.appended += events
+        return [len(self.appended)]
+
+    async def reach(self) -> None:
+        return None
+
+
+def recorded(position: int, event: c.Event) -> RecordedEvent:
+    at = T0 + timedelta(seconds=position)
+    return RecordedEvent(
+        position, uuid.uuid4(), event.stream_id, 1, event.TYPE, 1, event.payload(), Metadata("t"), at, at
+    )
+
+
+@pytest.mark.parametrize(
+    ("view", "expected"),
+    [
+        ({**VIEW, **AWS}, ("ami-1", "subnet-a", ["sg-1", "sg-2"])),
+        (VIEW, (None, None, None)),  # the sim's view: nothing to drift from
+    ],
+)
+def test_the_launch_carries_the_instances_image_subnet_and_security_groups(view: dict, expected: tuple):
+    projection = Projection()
+    projection.apply(recorded(i, e) for i, e in enumerate([applied("p"), created("p-1", "p")], 1))
+    ledger = Ledger()
+    lifecycle = Lifecycle(ledger, projection, Offerings(Cloud(view)))  # type: ignore[arg-type]
+    assert asyncio.run(lifecycle.launch_unlaunched(T0)) == ["p-1"]
+    (event,) = ledger.appended
+    fact = c.NodeClaimLaunched.model_validate(event.data)
+    assert (fact.image_id, fact.subnet_id, fact.security_group_ids) == expected
