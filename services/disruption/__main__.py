@@ -21,7 +21,7 @@ def main(
     serve_connected(
         "disruption",
         lambda store, world, bus, config: DisruptionService(
-            store, world.cloud, config.clock(), bus, port=port, cluster=world.cluster
+            store, world.cloud, config.clock(), bus, port=port, cluster=world.cluster, nodeclasses=config.cloud == "aws"
         ),
     )
 

@@ -1,6 +1,7 @@
 """`python -m services.scheduler --port N`: the scheduler, as `nodewright up` starts it. The
-cloud it launches on is the sim's, over NATS; the cluster (NodeClaims, Events) is reached through
-the Kubernetes API (`shared.runtime.process.serve_connected`)."""
+cloud it launches on is NODEWRIGHT_CLOUD's (the sim's over NATS, or EC2, where a pool launches
+only once its EC2NodeClass is Ready); the cluster (NodeClaims, Events) is reached through the
+Kubernetes API (`shared.runtime.process.serve_connected`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def main(
             cluster=world.cluster,
             timeout=timedelta(seconds=config.scheduling_timeout),
             queue=queue,
+            nodeclasses=config.cloud == "aws",
         ),
     )
 

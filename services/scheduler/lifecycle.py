@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,7 @@ from shared.api.nodepool import NodePool
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
-from shared.ports.cloud import CloudError, CloudProvider
+from shared.ports.cloud import CloudError, CloudProvider, InsufficientCapacityError, NoCompatibleInstanceTypes
 from shared.runtime import logs
 from shared.runtime.ledger import Ledger
 from shared.scheduling.claims import instance_option
@@ -55,8 +56,15 @@ class Offerings:
             self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
         return self.catalog
 
-    def mark_unavailable(self, claim: ClaimInFlight, now: datetime) -> None:
-        """Every offering the claim allowed goes in the insufficient-capacity cache."""
+    def mark_unavailable(
+        self, claim: ClaimInFlight, now: datetime, refused: Sequence[tuple[str, str, str]] = ()
+    ) -> None:
+        """The offerings the cloud said it refused go in the insufficient-capacity cache; when it
+        did not say which, every offering the claim allowed."""
+        if refused:
+            for instance_type, zone, capacity_type in refused:
+                self.unavailable.mark(instance_type, zone, capacity_type, now)
+            return
         wanted = Requirements.of(Requirement.model_validate(r) for r in claim.requirements)
         types, zones, capacity = (wanted.get(k) for k in (INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL))
         for option in self.catalog:
@@ -165,8 +173,8 @@ class Lifecycle:
                 raise CloudError(f"nodepool {claim.nodepool} is not in service")
             instance = await self.offerings.cloud.create(launch_spec(name, claim, pool))
         except CloudError as exc:
-            if pool is not None:
-                self.offerings.mark_unavailable(claim, now)
+            if isinstance(exc, InsufficientCapacityError | NoCompatibleInstanceTypes) and pool is not None:
+                self.offerings.mark_unavailable(claim, now, getattr(exc, "offerings", ()))
             failed = c.NodeClaimLaunchFailed(
                 nodeclaim=name, nodepool=claim.nodepool, reason=type(exc).__name__, message=str(exc)[:1000]
             )

@@ -16,11 +16,12 @@ import typer
 from services.sim.api.rbac import Users, UsersError
 from services.sim.api.server import ApiOptions
 from services.sim.journal import JOURNAL_FORMAT
+from services.sim.kubelet import CloudInstances
 from services.sim.service import SimService, UnknownStep
 from shared import crashes
 from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
-from shared.config import settings
+from shared.config import Settings, settings
 from shared.runtime import logs, tls
 from shared.runtime.process import serve
 from shared.runtime.scenarios import load_scenario
@@ -57,6 +58,7 @@ def main(
         api=api,
         nodepools=nodepools,
         watch_history=history,
+        cloud_instances=cloud_instances(config),
     )
 
     async def run(stopping: asyncio.Event) -> None:
@@ -98,6 +100,22 @@ def api_options(environ: Mapping[str, str], data_dir: Path) -> ApiOptions:
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "sim-api.crt").write_bytes(pem[0])
     return ApiOptions(users, host, port, pem)
+
+
+def cloud_instances(config: Settings) -> CloudInstances | None:
+    """With NODEWRIGHT_CLOUD=aws, the instances EC2 runs for the cluster (AWS's standard
+    configuration: AWS_REGION, AWS_ENDPOINT_URL for moto), for the sim's kubelets; none with
+    the sim's own cloud."""
+    if config.cloud != "aws":
+        return None
+    from services.sim.ec2 import ec2_instances
+    from shared.adapters.aws.session import AwsConfigError, AwsSettings, client_factory
+
+    try:
+        aws = AwsSettings.from_env()
+    except AwsConfigError as exc:
+        crashes.give_up(f"the sim cannot watch EC2's instances: {exc}", 2)
+    return ec2_instances(client_factory(aws), config.cluster_name or "")
 
 
 NODEPOOLS_FROM = ("scenario", "api")

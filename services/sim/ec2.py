@@ -7,17 +7,13 @@ at a moto server the sim plays a cluster whose nodes are moto's instances.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from services.sim.kubelet import SeenInstance
+from services.sim.kubelet import CloudInstances, SeenInstance
 from shared.adapters.aws.session import ClientFactory
 
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 RUNNING = ["pending", "running"]
-
-CloudInstances = Callable[[], Awaitable[list[SeenInstance]]]
-"""What another cloud runs now, for the sim's kubelets."""
 
 
 def provider_id(instance: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ Node deleted, as the cloud's node controller does. Pure: the world calls it with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -46,6 +46,10 @@ class SeenInstance:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SeenInstance:
         return cls(str(data["providerID"]), str(data["nodeclaim"]), str(data["instanceType"]), str(data["zone"]))
+
+
+CloudInstances = Callable[[], Awaitable[list[SeenInstance]]]
+"""What another cloud runs now, for the sim's kubelets (`services.sim.ec2` asks EC2)."""
 
 
 class Kubelets:

@@ -35,9 +35,8 @@ from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
 from services.sim.api.status import ApiError
 from services.sim.cloud import Instance, LaunchRequest
-from services.sim.ec2 import CloudInstances
 from services.sim.journal import JOURNAL_FORMAT, Journal, JournalBroken, Step
-from services.sim.kubelet import SeenInstance
+from services.sim.kubelet import CloudInstances, SeenInstance
 from services.sim.world import World
 from shared.adapters import sim as wire
 from shared.api.core import Requirement, Taint

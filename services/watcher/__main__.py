@@ -3,11 +3,14 @@ it watches is reached through the Kubernetes API (`shared.runtime.process.serve_
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from services.watcher.nodeclasses import Resolver
 from services.watcher.service import WatcherService
+from shared import crashes
+from shared.config import Settings
 from shared.runtime import logs
 from shared.runtime.process import serve_connected
 
@@ -19,7 +22,26 @@ def main(
     logs.configure(log_format)
     serve_connected(
         "watcher",
-        lambda store, world, bus, config: WatcherService(store, world.cluster, config.clock(), bus, port=port),
+        lambda store, world, bus, config: WatcherService(
+            store, world.cluster, config.clock(), bus, port=port, resolver=_resolver(config, world.cluster)
+        ),
+    )
+
+
+def _resolver(config: Settings, cluster: Any) -> Resolver | None:
+    """With NODEWRIGHT_CLOUD=aws, the EC2NodeClass controller's resolver (AWS's standard
+    configuration, as the provider reads it); none with the sim's cloud."""
+    if config.cloud != "aws":
+        return None
+    from shared.adapters.aws.resolver import VersionedResolver
+    from shared.adapters.aws.session import AwsConfigError, AwsSettings, client_factory
+
+    try:
+        aws = AwsSettings.from_env()
+    except AwsConfigError as exc:
+        crashes.give_up(f"the watcher cannot use NODEWRIGHT_CLOUD=aws: {exc}", 1)
+    return VersionedResolver(
+        client_factory(aws), cluster=config.cluster_name or "", region=aws.region, version=cluster.server_version
     )
 
 

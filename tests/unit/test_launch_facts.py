@@ -14,6 +14,7 @@ from services.scheduler.lifecycle import Lifecycle, Offerings
 from services.scheduler.projection import Projection
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
+from shared.ports.cloud import CloudError, InsufficientCapacityError
 from tests.factories import T0, applied, created
 
 VIEW = {
@@ -69,3 +70,39 @@ def test_the_launch_carries_the_instances_image_subnet_and_security_groups(view:
     (event,) = ledger.appended
     fact = c.NodeClaimLaunched.model_validate(event.data)
     assert (fact.image_id, fact.subnet_id, fact.security_group_ids) == expected
+
+
+class Refusing:
+    """A cloud whose create fails with `error`; its catalog has one type in two zones."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def instance_types(self) -> list[dict[str, Any]]:
+        offers = [{"zone": z, "capacityType": "on-demand", "price": 0.1} for z in ("zone-a", "zone-b")]
+        return [
+            {"name": "type-2-8Gi", "capacity": VIEW["capacity"], "allocatable": {}, "labels": {}, "offerings": offers}
+        ]
+
+    async def create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "unavailable"),
+    [
+        # the cloud named what it refused: that offering alone is cached
+        (InsufficientCapacityError("no", offerings=[("type-2-8Gi", "zone-b", "on-demand")]), {"zone-b"}),
+        (InsufficientCapacityError("no"), {"zone-a", "zone-b"}),  # it did not say: all the claim allowed
+        (CloudError("EC2NodeClass default is not Ready"), set()),  # not a capacity answer: nothing cached
+    ],
+)
+def test_a_refused_launch_caches_only_the_offerings_the_cloud_refused(error: Exception, unavailable: set[str]):
+    projection = Projection()
+    projection.apply(recorded(i, e) for i, e in enumerate([applied("p"), created("p-1", "p")], 1))
+    offerings = Offerings(Refusing(error))  # type: ignore[arg-type]
+    asyncio.run(offerings.load())
+    asyncio.run(Lifecycle(Ledger(), projection, offerings).launch_unlaunched(T0))  # type: ignore[arg-type]
+    (option,) = offerings.catalog
+    refused = {o.zone for o in option.offers if not offerings.unavailable.available(option.name, o, T0)}
+    assert refused == unavailable

@@ -10,7 +10,7 @@ tags it. A failed call is a `CloudError` naming the call; the class is resolved 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -152,3 +152,24 @@ class NodeClassResolver:
                     raise
                 return None, f"role {spec.role!r}: {exc.response['Error'].get('Message', 'not found')}"
         return name, ""
+
+
+class VersionedResolver:
+    """A `NodeClassResolver` made at its first use, once the cluster's Kubernetes version (which
+    names the EKS AMI parameters) has been read from the API server."""
+
+    def __init__(
+        self, clients: ClientFactory, *, cluster: str, region: str, version: Callable[[], Awaitable[str]]
+    ) -> None:
+        self.clients, self.cluster, self.region, self.version = clients, cluster, region, version
+        self.resolver: NodeClassResolver | None = None
+
+    async def resolve(
+        self, nodeclass: EC2NodeClass, now: datetime, previous: Sequence[Mapping[str, Any]] = ()
+    ) -> core.Resolution:
+        if self.resolver is None:
+            version = await self.version()
+            self.resolver = NodeClassResolver(
+                self.clients, cluster=self.cluster, region=self.region, k8s_version=version
+            )
+        return await self.resolver.resolve(nodeclass, now, previous)

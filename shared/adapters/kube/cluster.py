@@ -197,6 +197,13 @@ class KubeCluster:
         if not (patched.get("metadata") or {}).get("deletionTimestamp"):
             await self.delete_nodeclaim(nodeclaim)
 
+    async def server_version(self) -> str:
+        """The API server's Kubernetes `major.minor` (`/version`), as upstream reads it for the
+        EKS AMI parameters (a provider's suffix such as `30+` dropped)."""
+        found = await self.api.call("GET", "/version")
+        minor = "".join(ch for ch in str(found.get("minor", "")) if ch.isdigit())
+        return f"{found.get('major', '1')}.{minor}"
+
     # --- custom objects ----------------------------------------------------------------------
 
     async def get_custom_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
