@@ -39,6 +39,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cli import children as children_of
+from cli import cloud
 from cli.children import Child, ChildExited
 from cli.database import reach_configured
 from cli.local_cluster import LocalCluster
@@ -104,6 +105,9 @@ def _up(
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
     played = load_scenario(scenario)
+    said = cloud.prepare(config, played)
+    if said is not None:
+        console.print(said, soft_wrap=True, markup=False)
     with local_database_url(config) as database_url, local_bus(config) as bus:
         reach_configured(config, bus.acting_as("cli"))
         if run is not None:

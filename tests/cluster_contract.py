@@ -380,3 +380,22 @@ async def a_deleted_object_is_a_deleted_change(h: Harness) -> None:
     )
     gone = {(e.kind, e.key) for e in seen if e.action == DELETED and e.kind in (NODE, PDB)}
     assert gone == {(NODE, "n-2"), (PDB, "default/web")}
+
+
+# --- node classes --------------------------------------------------------------------------------
+
+
+@case
+async def a_nodeclass_is_read_with_its_status_and_a_missing_one_is_none(h: Harness) -> None:
+    document = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {"role": "NodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}]},
+    }
+    created = h.world.cluster.create_custom("EC2NodeClass", document, START)
+    h.world.cluster.update_custom("EC2NodeClass", {**created, "status": {"instanceProfile": "p"}})
+    await h.changed()
+    found = await h.cluster.get_nodeclass("default")
+    assert found is not None and found["spec"]["role"] == "NodeRole" and found["status"]["instanceProfile"] == "p"
+    assert await h.cluster.get_nodeclass("absent") is None

@@ -11,6 +11,7 @@ connection would.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -89,6 +90,10 @@ class InProcessCluster:
 
     async def patch_nodepool_status(self, nodepool: str, status: dict[str, Any]) -> None:
         self._merge(NODEPOOL, nodepool, {"status": status})
+
+    async def get_nodeclass(self, nodeclass: str) -> dict[str, Any] | None:
+        found = self.world.cluster.ec2nodeclasses.get(nodeclass)
+        return copy.deepcopy(found) if found is not None else None
 
     async def patch_nodeclass_status(self, nodeclass: str, status: dict[str, Any]) -> None:
         self._merge(EC2NODECLASS, nodeclass, {"status": status})

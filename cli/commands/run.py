@@ -14,7 +14,7 @@ from typing import Annotated
 import pydantic
 import typer
 
-from cli.commands.options import Output, OutputOption
+from cli.commands.options import CloudOption, Output, OutputOption, choose_cloud
 from cli.outputs import OutputError
 from shared.config import setting_error
 from shared.redaction import redact
@@ -33,6 +33,7 @@ def _system_errors() -> Iterator[None]:
     not answer exit 2; a service process that did not start exits 3 (an internal error: its own
     log says why); each says why."""
     from cli.children import ChildExited
+    from cli.cloud import CloudRefused
     from cli.database import Unreachable
     from cli.local_cluster import ApplyFailed
     from shared.api.scenario import ScenarioError
@@ -41,7 +42,7 @@ def _system_errors() -> Iterator[None]:
 
     try:
         yield
-    except (ScenarioError, RunError, OutputError, Unreachable, SetUpFailed, ApplyFailed) as exc:
+    except (ScenarioError, RunError, OutputError, Unreachable, SetUpFailed, ApplyFailed, CloudRefused) as exc:
         typer.echo(f"error: {redact(str(exc))}", err=True)
         raise typer.Exit(2) from None
     except pydantic.ValidationError as exc:  # a bad setting: named, its value never shown
@@ -76,6 +77,7 @@ def up_command(
     base_port: Annotated[
         int | None, typer.Option("--base-port", help="health/metrics ports from here, one per process (default: free)")
     ] = None,
+    cloud: CloudOption = None,
     log_format: LogFormatOption = None,
 ) -> None:
     """Run the whole system here: servers (embedded unless NODEWRIGHT_*_URL), migrations, the sim,
@@ -85,6 +87,7 @@ def up_command(
     from shared.config import settings
 
     logs.for_command(log_format)
+    choose_cloud(cloud)
     view: dict = {}
     try:
         with _system_errors():
@@ -107,6 +110,7 @@ def run_command(
     report: Annotated[
         Path | None, typer.Option("--report", help="write nodes.png, report.md and summary.json here")
     ] = None,
+    cloud: CloudOption = None,
     log_format: LogFormatOption = None,
 ) -> None:
     """Play a scenario to its end with every service (as `up` does) on a log of its own, audit
@@ -117,6 +121,7 @@ def run_command(
     from shared.config import settings
 
     logs.for_command(log_format)
+    choose_cloud(cloud)
     with _system_errors():
         summary = run.run(settings(), scenario, speed, report_dir=report)
     typer.echo(json.dumps(summary, indent=2) if output == Output.JSON else run.render(summary))

@@ -127,6 +127,11 @@ class Cluster(Protocol):
         EC2NodeClass's status subresource; a null drops a field."""
         ...
 
+    async def get_nodeclass(self, nodeclass: str) -> dict[str, Any] | None:
+        """The EC2NodeClass with its status, or None when there is none (the AWS provider reads the
+        class a launch names)."""
+        ...
+
     async def record_event(self, event: KubeEvent) -> None: ...
 
     async def create_nodeclaim(self, nodeclaim: dict[str, Any]) -> None:

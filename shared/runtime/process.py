@@ -20,7 +20,7 @@ from shared.runtime import loop
 from shared.store.eventstore import EventStore
 
 if TYPE_CHECKING:
-    from shared.adapters.aws.nodeclasses import CustomObjects
+    from shared.adapters.aws.nodeclasses import NodeClassObjects
 
 log = logging.getLogger("nodewright")
 
@@ -117,7 +117,7 @@ def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettin
     serve(run, name)
 
 
-def _aws_provider(config: Settings, cluster: CustomObjects, name: str) -> CloudProvider:
+def _aws_provider(config: Settings, cluster: NodeClassObjects, name: str) -> CloudProvider:
     """EC2 as the cloud: the standard AWS configuration (AWS_REGION, AWS_ENDPOINT_URL, the usual
     credential chain, which is never read here), the catalog, EC2NodeClasses from the API."""
     from shared.adapters.aws.catalog import AwsCatalog

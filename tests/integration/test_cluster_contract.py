@@ -142,6 +142,7 @@ CALLS: dict[str, Callable[[KubeCluster, World], Awaitable[object]]] = {
     "set_nodepool_condition": lambda c, w: c.set_nodepool_condition("general", CONDITION),
     "patch_nodepool_status": lambda c, w: c.patch_nodepool_status("general", {"nodes": 2}),
     "patch_nodeclass_status": lambda c, w: c.patch_nodeclass_status("default", {"instanceProfile": "p"}),
+    "get_nodeclass": lambda c, w: _nodeclass_read(c),
     "record_event": lambda c, w: _twice(c.record_event, KubeEvent(NODE, "n-1", "Normal", "Reason", "message")),
     "create_nodeclaim": lambda c, w: c.create_nodeclaim({**CLAIM, "metadata": {"name": "general-y"}}),
     "patch_nodeclaim_status": lambda c, w: c.patch_nodeclaim_status("general-x", {"nodeName": "n-1"}),
@@ -162,6 +163,11 @@ NODECLASS = {
         "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
     },
 }
+
+
+async def _nodeclass_read(cluster: KubeCluster) -> None:
+    found, missing = await cluster.get_nodeclass("default"), await cluster.get_nodeclass("absent")
+    assert found is not None and found["spec"]["role"] == "NodeRole" and missing is None
 
 
 async def _twice(record: Callable[[KubeEvent], Awaitable[None]], event: KubeEvent) -> None:

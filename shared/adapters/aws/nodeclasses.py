@@ -13,10 +13,10 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from shared.api.core import ConditionStatus
-from shared.api.ec2nodeclass import API_VERSION, EC2NodeClass
+from shared.api.ec2nodeclass import EC2NodeClass
 from shared.ports.cloud import CloudError
+from shared.ports.cluster import ClusterError
 
-PLURAL = "ec2nodeclasses"
 READY = "Ready"
 
 
@@ -26,18 +26,23 @@ class NodeClassSource(Protocol):
         ...
 
 
-class CustomObjects(Protocol):
-    async def get_custom_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None: ...
+class NodeClassObjects(Protocol):
+    """The part of the `Cluster` port the provider reads classes through."""
+
+    async def get_nodeclass(self, nodeclass: str) -> dict[str, Any] | None: ...
 
 
 class KubeNodeClasses:
     """EC2NodeClasses read from the Kubernetes API at each launch (a GET of one object)."""
 
-    def __init__(self, objects: CustomObjects) -> None:
+    def __init__(self, objects: NodeClassObjects) -> None:
         self.objects = objects
 
     async def get(self, name: str) -> EC2NodeClass | None:
-        raw = await self.objects.get_custom_object(API_VERSION, PLURAL, name)
+        try:
+            raw = await self.objects.get_nodeclass(name)
+        except ClusterError as exc:  # the API refused or is out of reach: this launch fails, the next tries
+            raise CloudError(f"EC2NodeClass {name} could not be read: {exc}") from None
         if raw is None:
             return None
         try:

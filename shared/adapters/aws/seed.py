@@ -9,6 +9,7 @@ is a local one given by `AWS_ENDPOINT_URL`, so no run ever creates resources in 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,8 +80,9 @@ async def seed(clients: ClientFactory, settings: AwsSettings, spec: AwsSeed, clu
             await ec2.create_tags(Resources=[image], Tags=_tags(wanted.tags))
             seeded.images.append(image)
     async with clients("iam") as iam:
-        for role in spec.roles:
-            await iam.create_role(RoleName=role, AssumeRolePolicyDocument=NODE_TRUST)
+        for role in spec.roles:  # IAM is the account's, not the VPC's: a role may be there already
+            with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+                await iam.create_role(RoleName=role, AssumeRolePolicyDocument=NODE_TRUST)
     return seeded
 
 

@@ -206,10 +206,9 @@ class KubeCluster:
 
     # --- custom objects ----------------------------------------------------------------------
 
-    async def get_custom_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
-        """A cluster-scoped custom object (an EC2NodeClass for the AWS provider), or None."""
+    async def get_nodeclass(self, nodeclass: str) -> dict[str, Any] | None:
         try:
-            found = await self.api.call("GET", f"/apis/{api_version}/{plural}/{name}")
+            found = await self.api.call("GET", f"{NODECLASSES}/{nodeclass}")
         except NotFound:
             return None
         return dict(found) if isinstance(found, dict) else None

@@ -40,6 +40,7 @@ METHOD_RULES: dict[str, tuple[Rule, ...]] = {
     "set_nodepool_condition": ((KARPENTER, "nodepools", ("get",)), (KARPENTER, "nodepools/status", ("patch",))),
     "patch_nodepool_status": ((KARPENTER, "nodepools/status", ("patch",)),),
     "patch_nodeclass_status": ((AWS, "ec2nodeclasses/status", ("patch",)),),
+    "get_nodeclass": ((AWS, "ec2nodeclasses", ("get",)),),
     "record_event": ((CORE, "events", ("create", "patch")),),
     "create_nodeclaim": ((KARPENTER, "nodeclaims", ("create",)),),
     "patch_nodeclaim_status": ((KARPENTER, "nodeclaims/status", ("patch",)),),
@@ -58,7 +59,14 @@ SERVICE_CALLS: dict[str, tuple[str, ...]] = {
         "patch_nodeclass_status",
         "record_event",
     ),
-    "scheduler": ("create_nodeclaim", "patch_nodeclaim_status", "label_node", "add_finalizer", "record_event"),
+    "scheduler": (
+        "create_nodeclaim",
+        "patch_nodeclaim_status",
+        "label_node",
+        "add_finalizer",
+        "record_event",
+        "get_nodeclass",
+    ),
     "disruption": ("patch_nodeclaim_status", "record_event"),
     "termination": (
         "annotate_nodeclaim",

@@ -38,7 +38,7 @@ def test_cloud_settings(monkeypatch, env, cloud, cluster, error):
 
 
 class Objects:
-    async def get_custom_object(self, api_version: str, plural: str, name: str) -> None:
+    async def get_nodeclass(self, nodeclass: str) -> None:
         return None
 
 
