@@ -10,6 +10,7 @@ from typing import Any
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.instance_types import InstanceTypeEntry, instance_type_entry
 from shared.aws.pricing import PriceBook, SpotQuote
+from shared.aws.settings import NodeClassSettings
 from tests.unit.aws.ec2_entries import C6G_XLARGE, M5_LARGE, T3_MICRO
 
 REGION = "us-east-1"
@@ -19,7 +20,9 @@ SPOT = {"m5.large": 0.04, "t3.micro": 0.0035, "c6g.xlarge": 0.05}
 """Spot per type; zone b is a tenth dearer, so the order depends on the zone too."""
 
 
-def entries(raws: Sequence[Mapping[str, Any]] = (M5_LARGE, T3_MICRO, C6G_XLARGE)) -> list[InstanceTypeEntry]:
+def entries(
+    raws: Sequence[Mapping[str, Any]] = (M5_LARGE, T3_MICRO, C6G_XLARGE), settings: NodeClassSettings | None = None
+) -> list[InstanceTypeEntry]:
     from datetime import UTC, datetime
 
     at = datetime(2026, 3, 1, tzinfo=UTC)
@@ -30,14 +33,19 @@ def entries(raws: Sequence[Mapping[str, Any]] = (M5_LARGE, T3_MICRO, C6G_XLARGE)
     }
     prices = PriceBook(ON_DEMAND, spot, spot_refreshed=True)
     return [
-        instance_type_entry(raw, region=REGION, offered_zones=ZONES, all_zones=ZONES, prices=prices) for raw in raws
+        instance_type_entry(raw, region=REGION, offered_zones=ZONES, all_zones=ZONES, prices=prices, settings=settings)
+        for raw in raws
     ]
 
 
 class FixtureCatalog:
     def __init__(self, raws: Sequence[Mapping[str, Any]] = (M5_LARGE, T3_MICRO, C6G_XLARGE)) -> None:
+        self.raws = raws
         self._entries = entries(raws)
         self.asked = 0
+
+    async def entry_for(self, name: str, settings: NodeClassSettings) -> InstanceTypeEntry | None:
+        return next((e for e in entries(self.raws, settings) if e.name == name), None)
 
     async def entries(self) -> list[InstanceTypeEntry]:
         self.asked += 1

@@ -94,10 +94,14 @@ class Lifecycle:
     def __init__(self, ledger: Ledger, projection: Projection, offerings: Offerings) -> None:
         self.ledger, self.projection, self.offerings = ledger, projection, offerings
         self.requested: set[tuple[str, str]] = set()  # owed steps this leader appended
+        self.created_here: set[str] = set()
+        """Claims this leader reserved itself and has not asked the cloud for yet: their first
+        create may skip looking for an instance (none can exist: nobody asked before)."""
 
     def taken_over(self) -> None:
         """A new leader asks for every owed step again (the log keeps each once)."""
         self.requested.clear()
+        self.created_here.clear()
 
     async def record_owed(self) -> None:
         """Record the claim steps the watcher's node facts imply (NodeClaimRegistered, then
@@ -171,7 +175,9 @@ class Lifecycle:
         try:
             if pool is None:
                 raise CloudError(f"nodepool {claim.nodepool} is not in service")
-            instance = await self.offerings.cloud.create(launch_spec(name, claim, pool))
+            first = name in self.created_here
+            self.created_here.discard(name)
+            instance = await self.offerings.cloud.create(launch_spec(name, claim, pool) | {"firstAsk": first})
         except CloudError as exc:
             if isinstance(exc, InsufficientCapacityError | NoCompatibleInstanceTypes) and pool is not None:
                 self.offerings.mark_unavailable(claim, now, getattr(exc, "offerings", ()))

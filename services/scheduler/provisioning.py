@@ -122,6 +122,7 @@ class Provisioner:
         except ReservationError as exc:
             log.info("nodepool %s: not creating a NodeClaim: %s", claim.nodepool, exc)
             return None
+        self.lifecycle.created_here.add(name)
         self.metrics.created.labels("provisioning", claim.nodepool, "false").inc()
         types = [t.name for t in created.instance_types]
         message, fields = acts.created_nodeclaim(claim.nodepool, name, created.requests, types, reconcile_id)

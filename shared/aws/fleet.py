@@ -11,6 +11,7 @@ offerings it refused, else a plain error. The rules are written out in docs/aws.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -85,6 +86,9 @@ def candidates(
     zones, capacities = wanted.get(L.ZONE_LABEL), wanted.get(L.CAPACITY_TYPE_LABEL)
     requests = requests or {}
     out = []
+    types = wanted.get(L.INSTANCE_TYPE_LABEL)
+    if types is not None and not types.complement:  # the types the scheduler chose: look only at those
+        entries = [e for e in entries if e.name in types.values]
     for entry in entries:
         if any(entry.allocatable.get(name, Decimal(0)) < value for name, value in requests.items()):
             continue
@@ -129,6 +133,13 @@ def overrides(found: Sequence[Candidate], subnets: Mapping[str, str], chosen: st
             kept.append(o.instance_type)
     allowed = set(kept)
     return [o for o in ordered if o.instance_type in allowed]
+
+
+def client_token(cluster: str, claim: str) -> str:
+    """CreateFleet's idempotency token for one claim: EC2 answers a request repeated with it as it
+    answered the first, so a launch retried after a crash launches nothing more (at most 64 ASCII
+    characters)."""
+    return hashlib.sha256(f"{cluster}/{claim}".encode()).hexdigest()[:64]
 
 
 def fleet_request(

@@ -12,11 +12,14 @@ from typing import Any, Protocol
 
 LaunchSpec = dict[str, Any]
 """{nodeclaim, nodepool, nodeClassRef: {group, kind, name}, requirements: [{key, operator,
-values}], requests: {name: quantity}, labels, taints: [taint], startupTaints: [taint]}"""
+values}], requests: {name: quantity}, labels, taints: [taint], startupTaints: [taint], firstAsk}.
+`firstAsk`: no create was asked for this claim before (its creator's first), so no instance of
+it can exist and a provider may skip looking for one."""
 
 InstanceView = dict[str, Any]
 """{providerID, nodeclaim, nodepool, instanceType, zone, capacityType, price, capacity,
-allocatable, labels, launchedAt, state, interruptedAt}"""
+allocatable, labels, launchedAt, state, interruptedAt}, and from a cloud whose node classes can
+drift (AWS) {imageID, subnetID, securityGroupIDs}"""
 
 
 class CloudError(Exception):

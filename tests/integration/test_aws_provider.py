@@ -27,6 +27,8 @@ from aiobotocore.session import get_session
 from services.scheduler.garbage import LEAK_GRACE, GarbageCollection
 from shared.adapters.aws.provider import AwsProvider
 from shared.adapters.aws.session import AwsSettings, client_factory
+from shared.api.ec2nodeclass import EC2NodeClass
+from shared.api.quantity import parse
 from shared.ports.cloud import CloudError, InstanceNotFound, InsufficientCapacityError
 from tests.aws import REGION, Recording, moto_clients, moto_url
 from tests.aws_launch import ZONES, FixtureCatalog, NodeClasses, node_class
@@ -250,3 +252,39 @@ async def test_a_leaked_instance_is_terminated_and_another_clusters_left(aws, mo
     assert {v["nodeclaim"] for v in await provider.list()} == {"default-held"}
     assert [v["providerID"] for v in await other.list()] == [theirs["providerID"]]
     await other.close()
+
+
+async def test_a_first_ask_skips_the_lookup_and_the_launch_says_what_it_was_made_with(aws):
+    """The claim's creator asks once (`firstAsk`): no DescribeInstances before CreateFleet, whose
+    ClientToken makes a repeat harmless on EC2. The view carries the AMI, subnet and security
+    groups (drift compares them with the class) and none of them when asked without firstAsk."""
+    provider, clients, world = aws
+    before = clients.calls["DescribeInstances"]
+    view = await provider.create(spec("default-first") | {"firstAsk": True})
+    assert clients.calls["DescribeInstances"] == before  # no lookup
+    (request,) = clients.fleets
+    assert len(request["ClientToken"]) == 64
+    assert view["subnetID"] == world["subnets"][view["zone"]]
+    assert view["securityGroupIDs"] == [world["sg"]]
+    assert view["imageID"] in {ami for ami, _ in world["amis"]}
+    again = await provider.create(spec("default-first"))  # not a first ask: found by its tag
+    assert clients.calls["DescribeInstances"] == before + 1 and again["providerID"] == view["providerID"]
+    assert len(clients.fleets) == 1
+
+
+async def test_the_launched_node_offers_what_its_classes_kubelet_leaves(aws):
+    """maxPods and kubeReserved of the class change what the instance offers its pods."""
+    provider, clients, world = aws
+    plain = node_class(subnets=world["subnets"], security_groups=(world["sg"],), amis=world["amis"])
+    document = plain.model_dump(by_alias=True, exclude_none=True, mode="json")
+    document["spec"]["kubelet"] = {"maxPods": 20, "kubeReserved": {"cpu": "500m"}}
+    tuned = EC2NodeClass.model_validate(document)
+    wanted = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}
+    views = []
+    for nc, claim in ((plain, "default-plain"), (tuned, "default-tuned")):
+        launcher = AwsProvider(clients, FixtureCatalog(), NodeClasses(nc), provider.cluster, lambda: NOW)
+        views.append(await launcher.create(spec(claim, wanted)))
+        await launcher.close()
+    assert views[0]["allocatable"]["pods"] == "29"  # m5.large's ENIs: 3 * (10 - 1) + 2
+    assert views[1]["allocatable"]["pods"] == "20"
+    assert parse(views[1]["allocatable"]["cpu"]) == parse("1500m")  # 2 cpus less the 500m reserved

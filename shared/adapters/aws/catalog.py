@@ -96,6 +96,23 @@ class AwsCatalog:
     def prices(self) -> PriceBook:
         return PriceBook(self.on_demand, dict(self._spot), spot_refreshed=self._spot_at is not None)
 
+    async def entry_for(self, name: str, settings: NodeClassSettings) -> InstanceTypeEntry | None:
+        """One type's entry computed with a node class's settings (its kubelet's maxPods and
+        reservations change allocatable), from the types already fetched: what an instance
+        launched with that class offers its pods."""
+        await self.entries()
+        info = next((t for t in self._types if t.InstanceType == name), None)
+        if info is None:
+            return None
+        return instance_type_entry(
+            info,
+            region=self.region,
+            offered_zones=self._offered.get(name, set()),
+            all_zones=self._zones,
+            prices=self.prices(),
+            settings=settings,
+        )
+
     def _combine(self) -> list[InstanceTypeEntry]:
         prices = self.prices()
         return [

@@ -31,6 +31,7 @@ from shared.aws import fleet as F
 from shared.aws import labels as L
 from shared.aws import launch_template as T
 from shared.aws.instance_types import InstanceTypeEntry
+from shared.aws.settings import NodeClassSettings
 from shared.ports.cloud import (
     CloudError,
     InstanceNotFound,
@@ -53,6 +54,10 @@ class Catalog(Protocol):
     async def entries(self) -> list[InstanceTypeEntry]: ...
 
     async def instance_types(self) -> list[dict[str, Any]]: ...
+
+    async def entry_for(self, name: str, settings: NodeClassSettings) -> InstanceTypeEntry | None:
+        """One type's entry as a node class's settings make it."""
+        ...
 
 
 def provider_id(zone: str, instance_id: str) -> str:
@@ -78,6 +83,7 @@ class AwsProvider:
         self.clients, self.catalog, self.node_classes = clients, catalog, node_classes
         self.cluster, self.clock = cluster, clock
         self.templates = LaunchTemplates(clients)
+        self.template_images: dict[str, str] = {}  # launch template name -> its AMI
         self._claims: dict[str, asyncio.Lock] = {}
         self._stack: AsyncExitStack | None = None
         self._ec2: Any = None
@@ -128,12 +134,13 @@ class AwsProvider:
         except T.NodeClassNotUsable as exc:
             raise CloudError(str(exc)) from None
         ec2 = await self._client()
-        existing = await self._describe(ec2, claim_filters(self.cluster, claim))
-        if existing:
-            log.info("nodeclaim %s already has instance %s", claim, existing[0]["InstanceId"])
-            return self._view_of(existing[0], by_name, spec.get("labels") or {})
+        if not spec.get("firstAsk"):  # asked before, maybe by another process: its instance may run
+            existing = await self._describe(ec2, claim_filters(self.cluster, claim))
+            if existing:
+                log.info("nodeclaim %s already has instance %s", claim, existing[0]["InstanceId"])
+                return self._view_of(existing[0], by_name, spec.get("labels") or {})
         chosen, configs = await self._plan(claim, spec, entries, node_class)
-        request = F.fleet_request(configs, chosen, tags)
+        request = F.fleet_request(configs, chosen, tags) | {"ClientToken": F.client_token(self.cluster, claim)}
         try:
             answer = await ec2.create_fleet(**request)
         except ClientError as exc:
@@ -152,9 +159,10 @@ class AwsProvider:
                 )
             raise CloudError(f"nodeclaim {claim}: CreateFleet launched nothing: {said}")
         got = outcome.launched
-        return self._view(
+        entry = await self._entry_for(got.instance_type, node_class) or by_name.get(got.instance_type)
+        view = self._view(
             got.instance_id,
-            by_name.get(got.instance_type),
+            entry,
             got.instance_type,
             got.zone,
             got.capacity_type,
@@ -164,6 +172,14 @@ class AwsProvider:
             pool,
             spec.get("labels") or {},
         )
+        return view | launched_with(node_class, configs, self.template_images, got)
+
+    async def _entry_for(self, instance_type: str, node_class: EC2NodeClass) -> InstanceTypeEntry | None:
+        """The launched type as its class's kubelet settings make it (allocatable, max pods)."""
+        try:
+            return await self.catalog.entry_for(instance_type, NodeClassSettings.from_nodeclass(node_class))
+        except ValueError:  # a family the catalog cannot compute: the default settings' entry
+            return None
 
     async def _plan(
         self, claim: str, spec: LaunchSpec, entries: Sequence[InstanceTypeEntry], node_class: EC2NodeClass
@@ -200,7 +216,9 @@ class AwsProvider:
                 config = T.launch_config(node_class, self.cluster, ami)
             except T.NodeClassNotUsable as exc:
                 raise CloudError(str(exc)) from None
-            configs.append((await self.templates.ensure(config), chosen_overrides))
+            name = await self.templates.ensure(config)
+            self.template_images[name] = ami
+            configs.append((name, chosen_overrides))
         return chosen, configs
 
     def _fleet_refused(
@@ -322,6 +340,27 @@ class AwsProvider:
             "state": state,
             "interruptedAt": None,
         }
+
+
+def launched_with(
+    node_class: EC2NodeClass,
+    configs: Sequence[tuple[str, Sequence[F.Override]]],
+    images: Mapping[str, str],
+    got: F.Launched,
+) -> dict[str, Any]:
+    """What the instance was launched with, for drift: the AMI of the template whose overrides
+    named its type and zone, that override's subnet, the class's security groups."""
+    status = node_class.status
+    ami = subnet = None
+    for template, overrides in configs:
+        for override in overrides:
+            if override.instance_type == got.instance_type and override.zone == got.zone:
+                ami, subnet = images.get(template), override.subnet_id
+                break
+        if subnet is not None:
+            break
+    groups = sorted(g.id for g in (status.security_groups or [] if status else []))
+    return {"imageID": ami, "subnetID": subnet, "securityGroupIDs": groups or None}
 
 
 def _cluster_filters(cluster: str) -> list[dict[str, Any]]:

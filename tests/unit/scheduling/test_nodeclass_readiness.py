@@ -138,6 +138,9 @@ class Ledger:
 
 
 class Lifecycle:
+    def __init__(self) -> None:
+        self.created_here: set[str] = set()
+
     async def launch_unlaunched(self, now: Any) -> list[str]:
         return []  # launching is the lifecycle's, tested on its own
 
