@@ -7,6 +7,7 @@ reads a developer's own AWS configuration.
 
 from __future__ import annotations
 
+import logging
 import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,6 +26,7 @@ REGION = "us-east-1"
 def moto_url() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request, to a stream pytest closes
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -177,7 +177,11 @@ class Lifecycle:
                 raise CloudError(f"nodepool {claim.nodepool} is not in service")
             first = name in self.created_here
             self.created_here.discard(name)
-            instance = await self.offerings.cloud.create(launch_spec(name, claim, pool) | {"firstAsk": first})
+            spec = launch_spec(name, claim, pool) | {"firstAsk": first}
+            skipped = self.offerings.unavailable.unavailable(_instance_types(claim), now)
+            if skipped:
+                spec["unavailable"] = [list(offering) for offering in skipped]
+            instance = await self.offerings.cloud.create(spec)
         except CloudError as exc:
             if isinstance(exc, InsufficientCapacityError | NoCompatibleInstanceTypes) and pool is not None:
                 self.offerings.mark_unavailable(claim, now, getattr(exc, "offerings", ()))
@@ -207,6 +211,14 @@ class Lifecycle:
         message, fields = acts.launched_nodeclaim(name, *where, launched.allocatable)
         lifecycle.info(message, **fields)
         return name
+
+
+def _instance_types(claim: ClaimInFlight) -> list[str]:
+    """The instance types a claim's requirements name (upstream's claims name them)."""
+    for requirement in claim.requirements:
+        if requirement.get("key") == INSTANCE_TYPE_LABEL and requirement.get("operator") == "In":
+            return list(requirement.get("values") or [])
+    return []
 
 
 def launch_spec(name: str, claim: ClaimInFlight, pool: NodePool) -> dict[str, Any]:

@@ -49,6 +49,10 @@ class Projection(SchedulingView):
         dispatch(self, _STEPS, recorded)
         SchedulingView.take(self, recorded)
 
+    def leaving(self) -> set[str]:
+        """The claims termination is carrying out: pods evicted from them must go elsewhere."""
+        return self.deleting
+
     def orphaned(self) -> list[str]:
         """Claims whose node was deleted: if their instance is gone as well (a spot reclaim, a
         deletion outside nodewright), nothing will ever terminate them but a garbage collection.

@@ -104,6 +104,14 @@ def candidates(
     return out
 
 
+def without(found: Sequence[Candidate], unavailable: Iterable[Sequence[str]]) -> list[Candidate]:
+    """The candidates but those the insufficient-capacity cache holds ((type, zone, capacity
+    type)): a claim allows every pairing of its types, zones and capacity types, so the cache's
+    offerings are left out here too, as upstream marks them unavailable in its offerings."""
+    skipped = {tuple(o) for o in unavailable}
+    return [c for c in found if (c.instance_type, c.zone, c.capacity_type) not in skipped]
+
+
 def _allows(wanted: Requirements, labels: Mapping[str, str]) -> bool:
     """`Requirements.from_labels(labels).intersects(wanted)` is empty, without building one per
     type: a label's single value meets a requirement exactly when the requirement has it."""

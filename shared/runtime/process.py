@@ -14,7 +14,7 @@ from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
 from shared.outages import OUTAGES, Backoff, unless_stopping
-from shared.ports.cloud import CloudProvider
+from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import Cluster
 from shared.runtime import loop
 from shared.store.eventstore import EventStore
@@ -97,6 +97,7 @@ def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettin
         sim: SimClient | None = None
         if config.cloud == "aws":
             cloud: CloudProvider = _aws_provider(config, cluster, name)
+            await _warm(cloud, name)
         else:
             sim = await _sim_client(bus, name, stopping)
             if sim is None:
@@ -134,6 +135,16 @@ def _aws_provider(config: Settings, cluster: NodeClassObjects, name: str) -> Clo
     catalog = AwsCatalog(clients, aws.region, clock.now)
     log.info("%s: the cloud is EC2 in %s for cluster %s", name, aws.region, config.cluster_name)
     return AwsProvider(clients, catalog, KubeNodeClasses(cluster), config.cluster_name or "", clock.now)
+
+
+async def _warm(cloud: CloudProvider, name: str) -> None:
+    """EC2's instance types fetched before the service starts (and says it is ready): thousands
+    of types take seconds to describe, which a first pass would otherwise wait for while the
+    scenario's clock runs. One that fails is fetched again at its first use."""
+    try:
+        await cloud.instance_types()
+    except CloudError as exc:
+        log.warning("%s: EC2's instance types not fetched yet: %s", name, exc)
 
 
 async def _sim_client(bus: BusSettings, name: str, stopping: asyncio.Event) -> SimClient | None:

@@ -105,6 +105,12 @@ class UnavailableOfferings:
         until = self._until.get((instance_type, offer.zone, offer.capacity_type))
         return until is None or now >= until
 
+    def unavailable(self, instance_types: Iterable[str], now: datetime) -> list[tuple[str, str, str]]:
+        """The offerings of these types skipped at `now`: what a launch must not fall back on
+        either (a claim's requirements allow every pairing of its types, zones and capacity types)."""
+        types = set(instance_types)
+        return sorted(key for key, until in self._until.items() if key[0] in types and now < until)
+
 
 def daemon_overhead(
     daemonsets: Iterable[DaemonSetPods], taints: Sequence[Taint], template: Requirements, instance: InstanceOption

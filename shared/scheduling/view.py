@@ -106,8 +106,14 @@ class SchedulingView:
     def plannable(self) -> list[PendingPod]:
         return [p for key, p in self.pending.items() if key not in self.nominated]
 
+    def leaving(self) -> set[str]:
+        """Claims being deleted: no pod is planned onto them (upstream leaves nodes marked for
+        deletion out of its simulation). The view itself knows none; the scheduler's does."""
+        return set()
+
     def capacity(self) -> list[NodeCapacity]:
-        """Nodes, and launched claims whose node has not registered yet, as capacity: what they
+        """Nodes, and launched claims whose node has not registered yet, but not those leaving
+        (`leaving`), as capacity: what they
         offer less what their bound pods and the pending pods their claim was made for ask, and
         less the DaemonSet pods they will run that are not bound there yet (upstream keeps
         `max(overhead - DaemonSet pods on the node, 0)`). A node still starting counts without
@@ -128,12 +134,15 @@ class SchedulingView:
             if pod is not None and claim_name in self.claims:
                 _take(used.setdefault(hosts.get(claim_name, claim_name), {}), pod.requests)
         out = []
+        leaving = self.leaving()
         for node in self.nodes.values():
+            if node.nodeclaim in leaving:
+                continue
             startup = self._startup_taints(node.nodepool) if not node.initialized else set()
             taints = [t for t in node.taints if t.key not in startup]
             out.append(self._room(node.name, node.labels, taints, node.allocatable, used, daemons, node.initialized))
         for name, claim in self.claims.items():
-            if claim.launched and not claim.registered and claim.allocatable:
+            if claim.launched and not claim.registered and claim.allocatable and name not in leaving:
                 pool = self.pools.get(claim.nodepool)
                 taints = list(pool.spec.template.spec.taints or []) if pool else []
                 out.append(self._room(name, claim.labels, taints, claim.allocatable, used, daemons, False))

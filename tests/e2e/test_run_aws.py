@@ -1,8 +1,10 @@
 """`nodewright run --cloud aws` against a moto server over HTTP: every service its own process,
-EC2 in moto as the cloud. The scenario's account is made on moto, its EC2NodeClass resolves
-Ready, the burst launches through CreateFleet, consolidation replaces a node, the audit is clean,
-and at the end moto's running instances are exactly the run's live NodeClaims, each tagged as
-upstream tags them, in a subnet the class resolved."""
+EC2 and SQS in moto as the cloud. The scenario's account is made on moto, its EC2NodeClass
+resolves Ready, the burst launches through CreateFleet; a spot interruption warning put on the
+interruption queue drains that node, its pods land elsewhere and its offering is avoided; the
+nodes left empty are removed; the audit is clean and explains the interruption; at the end moto's
+running instances are exactly the run's live NodeClaims, each tagged as upstream tags them, in a
+subnet the class resolved."""
 
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
 from tests.aws import REGION, moto_url
 from tests.conftest import ROOT
-from tests.e2e.processes import cli_environment, drop_run_log, run_log_url
+from tests.e2e.processes import cli_environment, drop_run_log, run_log_url, stop_command
 
 __all__ = ["moto_url"]
 
@@ -26,12 +31,65 @@ pytestmark = pytest.mark.timeout(300)
 NODEWRIGHT = str(Path(sys.executable).parent / "nodewright")
 SCENARIO = ROOT / "examples/scenarios/aws-moto.yaml"
 TYPES = {"m5.large", "m5.xlarge", "c5.large"}
+KEYS = {"region_name": REGION, "aws_access_key_id": "t", "aws_secret_access_key": "t"}
+
+
+def instances(ec2: Any, cluster: str) -> list[dict[str, Any]]:
+    """The cluster's instances in any state, each with its tags as a dict (`tags`)."""
+    found = ec2.describe_instances(Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{cluster}"]}])
+    out = [i for r in found["Reservations"] for i in r["Instances"]]
+    for instance in out:
+        instance["tags"] = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+    return out
+
+
+def offering(instance: dict[str, Any]) -> tuple[str, str, str]:
+    return instance["InstanceType"], instance["Placement"]["AvailabilityZone"], instance.get("InstanceLifecycle", "")
+
+
+def spot_warning(instance_id: str) -> str:
+    """EventBridge's spot interruption warning, as AWS documents it."""
+    return json.dumps(
+        {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "account": "123456789012",
+            "time": "2026-11-23T09:05:00Z",
+            "region": REGION,
+            "resources": [f"arn:aws:ec2:{REGION}:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+        }
+    )
+
+
+def interrupt_one(
+    ec2: Any, sqs: Any, queue: str, cluster: str, run: subprocess.Popen[str]
+) -> tuple[dict[str, Any], set[str]]:
+    """Once two instances run (their nodes registered meanwhile), a spot warning for one of them;
+    the ids of every instance there was then."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None:
+        running = sorted(
+            (i for i in instances(ec2, cluster) if i["State"]["Name"] == "running"), key=lambda i: i["LaunchTime"]
+        )
+        if len(running) >= 2:
+            time.sleep(3)  # over two simulated minutes: registered, Ready, the pods bound
+            there = {i["InstanceId"] for i in instances(ec2, cluster)}
+            sqs.send_message(QueueUrl=queue, MessageBody=spot_warning(running[0]["InstanceId"]))
+            return running[0], there
+        time.sleep(0.5)
+    raise AssertionError("no two instances ran in time")
 
 
 def test_a_scenario_played_on_moto_keeps_the_promises_and_leaves_exactly_its_live_claims_running(
     tmp_path: Path, database_server_url: str, nats_server_url: str, moto_url: str
 ):
     cluster = f"aws{os.getpid()}"
+    ec2 = boto3.client("ec2", endpoint_url=moto_url, **KEYS)
+    sqs = boto3.client("sqs", endpoint_url=moto_url, **KEYS)
+    queue = sqs.create_queue(QueueName=f"{cluster}-interruptions")["QueueUrl"]
     env = cli_environment(tmp_path, database_server_url, nats_server_url, cluster)
     env |= {
         "AWS_REGION": REGION,
@@ -39,41 +97,56 @@ def test_a_scenario_played_on_moto_keeps_the_promises_and_leaves_exactly_its_liv
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "NODEWRIGHT_CLUSTER_NAME": cluster,
+        "NODEWRIGHT_INTERRUPTION_QUEUE": f"{cluster}-interruptions",
     }
-    done = subprocess.run(
+    run = subprocess.Popen(
         [NODEWRIGHT, "run", str(SCENARIO), "--cloud", "aws", "--speed", "60", "-o", "json"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        interrupted, there = interrupt_one(ec2, sqs, queue, cluster, run)
+        stdout, stderr = run.communicate(timeout=240)
+    finally:
+        stop_command(run)
+    assert run.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    summary = json.loads(stdout)
+    log = run_log_url(database_server_url, summary["run"])
+    assert summary["audit_ok"] is True and summary["violations"] == [] and summary["over_limit"] == []
+    assert summary["restarts"] == {} and summary["pending_pods_at_end"] == 0
+    told = {k: summary[k] for k in ("disruptions", "blocked_by_reason", "terminations", "max_nodes", "final_nodes")}
+    assert set(summary["disruptions"]) & {"Empty", "Underutilized"}, told  # the nodes the scale-down emptied
+
+    # the interrupted claim: drained (its pods evicted, to run elsewhere), its instance terminated
+    claim = interrupted["tags"]["karpenter.sh/nodeclaim"]
+    (ended,) = [t for t in summary["terminations"] if t["nodeclaim"] == claim]
+    assert ended["reason"] == "spot_interrupted" and ended["evicted"] >= 1 and ended["terminated_at"]
+    after = [offering(i) for i in instances(ec2, cluster) if i["InstanceId"] not in there]
+    assert interrupted.get("InstanceLifecycle") == "spot" and after, "nothing replaced the interrupted spot node"
+    assert offering(interrupted) not in after, after  # its spot offering avoided
+    explained = subprocess.run(
+        [NODEWRIGHT, "audit", "--run", summary["run"], "--explain", f"nodeclaim-{claim}"],
         env=env,
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=60,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    summary = json.loads(done.stdout)
-    asyncio.run(drop_run_log(run_log_url(database_server_url, summary["run"])))
-    assert summary["audit_ok"] is True and summary["violations"] == [] and summary["over_limit"] == []
-    assert summary["restarts"] == {} and summary["pending_pods_at_end"] == 0
-    assert summary["disruptions"].get("Underutilized", 0) >= 1  # the burst's node replaced by a cheaper one
-    ended = {t["nodeclaim"] for t in summary["terminations"]}
+    assert "spot_interrupted" in explained.stdout and interrupted["InstanceId"] in explained.stdout, explained.stdout
+    asyncio.run(drop_run_log(log))
 
-    ec2 = boto3.client(
-        "ec2", endpoint_url=moto_url, region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t"
-    )
-    mine = [
-        instance
-        for reservation in ec2.describe_instances(
-            Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{cluster}"]}]
-        )["Reservations"]
-        for instance in reservation["Instances"]
-    ]
+    # moto's running instances are exactly the live claims, tagged as upstream tags them
+    mine = instances(ec2, cluster)
     running = [i for i in mine if i["State"]["Name"] in ("pending", "running")]
-    tags = [{t["Key"]: t["Value"] for t in i["Tags"]} for i in running]
-    assert len(running) == sum(summary["final_nodes"].values())  # exactly the live claims
-    assert not {t["karpenter.sh/nodeclaim"] for t in tags} & ended
-    gone = [{t["Key"]: t["Value"] for t in i["Tags"]} for i in mine if i["State"]["Name"] == "terminated"]
-    assert {t["karpenter.sh/nodeclaim"] for t in gone} == ended  # each ended claim's instance is terminated
+    gone = {i["tags"]["karpenter.sh/nodeclaim"] for i in mine if i["State"]["Name"] == "terminated"}
+    assert len(running) == sum(summary["final_nodes"].values())
+    assert gone == {t["nodeclaim"] for t in summary["terminations"]}  # each ended claim's instance is gone
     subnets = {s["SubnetId"] for s in ec2.describe_subnets()["Subnets"] if s["CidrBlock"].startswith("10.0.")}
-    for instance, tag in zip(running, tags, strict=True):
+    for instance in running:
+        tags = instance["tags"]
         assert instance["InstanceType"] in TYPES and instance["SubnetId"] in subnets
-        assert tag["karpenter.sh/nodepool"] == "general" and tag["karpenter.k8s.aws/ec2nodeclass"] == "default"
-        assert tag["eks:eks-cluster-name"] == cluster and tag["team"] == "platform"
+        assert tags["karpenter.sh/nodepool"] == "general" and tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
+        assert tags["eks:eks-cluster-name"] == cluster and tags["team"] == "platform"

@@ -106,3 +106,29 @@ def test_a_refused_launch_caches_only_the_offerings_the_cloud_refused(error: Exc
     (option,) = offerings.catalog
     refused = {o.zone for o in option.offers if not offerings.unavailable.available(option.name, o, T0)}
     assert refused == unavailable
+
+
+class Asked(Cloud):
+    def __init__(self) -> None:
+        super().__init__(VIEW)
+        self.specs: list[dict[str, Any]] = []
+
+    async def create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        self.specs.append(spec)
+        return await super().create(spec)
+
+
+def test_a_launch_names_the_offerings_of_its_types_the_cache_holds():
+    """A spot interruption (or a failed launch) put (type, zone, spot) in the cache: the next
+    claim naming that type is launched with it named, for the cloud to leave out."""
+    projection = Projection()
+    claim = created("p-1", "p")
+    claim.requirements.append({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["type-2-8Gi"]})
+    projection.apply(recorded(i, e) for i, e in enumerate([applied("p"), claim], 1))
+    cloud = Asked()
+    offerings = Offerings(cloud)  # type: ignore[arg-type]
+    offerings.unavailable.mark("type-2-8Gi", "zone-a", "spot", T0)
+    offerings.unavailable.mark("other-type", "zone-a", "spot", T0)
+    asyncio.run(Lifecycle(Ledger(), projection, offerings).launch_unlaunched(T0))  # type: ignore[arg-type]
+    (spec,) = cloud.specs
+    assert spec["unavailable"] == [["type-2-8Gi", "zone-a", "spot"]] and spec["firstAsk"] is False

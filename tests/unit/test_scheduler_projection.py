@@ -205,3 +205,29 @@ def test_garbage_collection_leaves_a_claim_being_deleted_to_termination():
     assert p.orphaned() == ["c1"]
     p.apply([recorded(8, "NodeClaimTerminated", {"nodeclaim": "c2", "nodepool": "a"})])
     assert p.orphaned() == ["c1"] and "c2" not in p.deleting and "c2" not in p.claims
+
+
+def test_a_claim_being_deleted_offers_no_room_to_the_pods_it_sheds():
+    """Upstream leaves nodes marked for deletion out of its simulation: pods evicted from a node
+    being drained (an interruption, a manual delete) get new capacity at once, not a nomination
+    to the node about to go."""
+    from tests.factories import applied, created, launched
+
+    facts: list[c.Event] = [applied("p")]
+    for name in ("p-a", "p-b"):
+        facts += [created(name, "p"), launched(name, "p")]
+        facts.append(c.NodeRegistered(node=name, provider_id=f"sim:///{name}", nodeclaim=name, nodepool="p"))
+    in_flight = launched("p-c", "p").model_copy(update={"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"}})
+    facts += [created("p-c", "p"), in_flight]  # launched, its node not registered yet
+    projection = Projection()
+    projection.apply(
+        RecordedEvent(i, uuid.uuid4(), e.stream_id, 1, e.TYPE, 1, e.payload(), Metadata("t"), T0, T0)
+        for i, e in enumerate(facts, 1)
+    )
+    assert {n.name for n in projection.capacity()} == {"p-a", "p-b", "p-c"}
+    for i, name in enumerate(("p-a", "p-c"), len(facts) + 1):
+        asked = c.NodeClaimDeletionRequested(nodeclaim=name, nodepool="p", reason="spot_interrupted")
+        projection.apply(
+            [RecordedEvent(i, uuid.uuid4(), asked.stream_id, 2, asked.TYPE, 1, asked.payload(), Metadata("t"), T0, T0)]
+        )
+    assert {n.name for n in projection.capacity()} == {"p-b"}  # a node and a claim in flight, both leaving

@@ -189,6 +189,11 @@ class AwsProvider:
         found = F.candidates(entries, spec.get("requirements") or [], requests)
         if not found:
             raise NoCompatibleInstanceTypes(f"nodeclaim {claim}: no offered instance type meets its requirements")
+        found = F.without(found, spec.get("unavailable") or [])
+        if not found:
+            raise InsufficientCapacityError(
+                f"nodeclaim {claim}: every offering it allows is unavailable (insufficient capacity recently)"
+            )
         status = node_class.status
         subnets: dict[str, str] = {}
         for subnet in status.subnets or [] if status else []:

@@ -170,3 +170,13 @@ def test_reading_the_fleet_answer(answer, launched, refused, capacity_only):
 def test_offerings_described_briefly():
     offerings = [(f"t{i}", "z", "spot") for i in range(7)]
     assert F.describe_offerings(offerings) == "t0/z/spot, t1/z/spot, t2/z/spot, t3/z/spot, t4/z/spot and 2 more"
+
+
+def test_the_offerings_the_cache_holds_are_left_out_of_a_launch():
+    found = F.candidates(entries(), [], {})
+    skipped = [("m5.large", "us-east-1a", "spot"), ("t3.micro", "us-east-1b", "on-demand")]
+    kept = F.without(found, skipped)
+    assert {(c.instance_type, c.zone, c.capacity_type) for c in kept} == {
+        (c.instance_type, c.zone, c.capacity_type) for c in found
+    } - set(skipped)
+    assert len(kept) == len(found) - 2
