@@ -23,6 +23,7 @@ def main(
         lambda store, world, bus, config: DisruptionService(
             store, world.cloud, config.clock(), bus, port=port, cluster=world.cluster, nodeclasses=config.cloud == "aws"
         ),
+        plans=True,
     )
 
 

@@ -39,6 +39,7 @@ def main(
             queue=queue,
             nodeclasses=config.cloud == "aws",
         ),
+        plans=True,
     )
 
 

@@ -70,7 +70,9 @@ class Connected:
     cloud: CloudProvider
 
 
-def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettings, Settings], Service]) -> None:
+def serve_connected(
+    name: str, build: Callable[[EventStore, Connected, BusSettings, Settings], Service], *, plans: bool = False
+) -> None:
     """Run a service that needs the event store, the cluster (its kubeconfig: NODEWRIGHT_KUBECONFIG,
     else KUBECONFIG, else in-cluster) and the cloud, as its own NATS identity and its own
     Kubernetes identity, closing all when it stops. A bus not there yet is waited for. With
@@ -97,7 +99,8 @@ def serve_connected(name: str, build: Callable[[EventStore, Connected, BusSettin
         sim: SimClient | None = None
         if config.cloud == "aws":
             cloud: CloudProvider = _aws_provider(config, cluster, name)
-            await _warm(cloud, name)
+            if plans:  # a service that plans with the instance types has them before it says ready
+                await _warm(cloud, name)
         else:
             sim = await _sim_client(bus, name, stopping)
             if sim is None:

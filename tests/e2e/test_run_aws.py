@@ -75,7 +75,7 @@ def interrupt_one(
             (i for i in instances(ec2, cluster) if i["State"]["Name"] == "running"), key=lambda i: i["LaunchTime"]
         )
         if len(running) >= 2:
-            time.sleep(3)  # over two simulated minutes: registered, Ready, the pods bound
+            time.sleep(2)  # three simulated minutes: registered, Ready, the pods bound
             there = {i["InstanceId"] for i in instances(ec2, cluster)}
             sqs.send_message(QueueUrl=queue, MessageBody=spot_warning(running[0]["InstanceId"]))
             return running[0], there
@@ -100,7 +100,7 @@ def test_a_scenario_played_on_moto_keeps_the_promises_and_leaves_exactly_its_liv
         "NODEWRIGHT_INTERRUPTION_QUEUE": f"{cluster}-interruptions",
     }
     run = subprocess.Popen(
-        [NODEWRIGHT, "run", str(SCENARIO), "--cloud", "aws", "--speed", "60", "-o", "json"],
+        [NODEWRIGHT, "run", str(SCENARIO), "--cloud", "aws", "--speed", "90", "-o", "json"],
         env=env,
         cwd=tmp_path,
         stdout=subprocess.PIPE,

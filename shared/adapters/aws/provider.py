@@ -262,8 +262,7 @@ class AwsProvider:
             raise CloudError(f"terminating {provider_id}: {exc}") from exc
         except (BotoCoreError, ResponseParserError) as exc:  # an answer botocore cannot read too
             raise CloudError(f"terminating {provider_id}: {exc}") from exc
-        entries = {e.name: e for e in await self.catalog.entries()}
-        view = self._view_of(found[0], entries, {})
+        view = self._view_of(found[0], {}, {})  # what went: its capacity is nobody's concern now
         changes = answer.get("TerminatingInstances") or []
         view["state"] = changes[0]["CurrentState"]["Name"] if changes else "shutting-down"
         log.info("terminated instance %s", provider_id)
