@@ -11,13 +11,29 @@ EXAMPLES = ROOT / "examples" / "nodepools"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`make test` runs two workers (pytest-xdist, `--dist loadgroup`): the end-to-end tests, each
-    a whole system of processes, go one after another on one worker, while the other takes the
-    unit and integration tests, which mostly wait on simulated time."""
+    """`make test` runs two workers (pytest-xdist, `--dist loadgroup`): the end-to-end tests that
+    run a whole system of processes go one after another on one worker, while the other takes
+    the unit and integration tests, which mostly wait on simulated time, and the end-to-end tests
+    of single commands and single processes (`ALONE`), which start no system."""
     e2e = ROOT / "tests" / "e2e"
     for item in items:
-        if e2e in Path(str(item.path)).parents:
+        path = Path(str(item.path))
+        if e2e in path.parents and path.name not in ALONE:
             item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
+ALONE = frozenset(
+    {
+        "test_cli_bad_input.py",
+        "test_cli_budgets.py",
+        "test_cli_validate.py",
+        "test_cli_servers.py",
+        "test_listen_addresses.py",
+        "test_stop_during_outage.py",
+        "test_supervisor.py",
+    }
+)
+"""End-to-end test files whose processes are commands or single services, never a system."""
 
 
 BASE_NODEPOOL: dict[str, Any] = {
