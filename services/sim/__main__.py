@@ -23,7 +23,7 @@ from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
 from shared.config import Settings, settings
 from shared.runtime import logs, tls
-from shared.runtime.process import serve
+from shared.runtime.process import aws_configuration, serve
 from shared.runtime.scenarios import load_scenario
 
 
@@ -109,13 +109,9 @@ def cloud_instances(config: Settings) -> CloudInstances | None:
     if config.cloud != "aws":
         return None
     from services.sim.ec2 import ec2_instances
-    from shared.adapters.aws.session import AwsConfigError, AwsSettings, client_factory
 
-    try:
-        aws = AwsSettings.from_env()
-    except AwsConfigError as exc:
-        crashes.give_up(f"the sim cannot watch EC2's instances: {exc}", 2)
-    return ec2_instances(client_factory(aws), config.cluster_name or "")
+    _, clients = aws_configuration("sim")
+    return ec2_instances(clients, config.cluster_name or "")
 
 
 NODEPOOLS_FROM = ("scenario", "api")

@@ -9,10 +9,9 @@ import typer
 
 from services.watcher.nodeclasses import Resolver
 from services.watcher.service import WatcherService
-from shared import crashes
 from shared.config import Settings
 from shared.runtime import logs
-from shared.runtime.process import serve_connected
+from shared.runtime.process import aws_configuration, serve_connected
 
 
 def main(
@@ -34,14 +33,10 @@ def _resolver(config: Settings, cluster: Any) -> Resolver | None:
     if config.cloud != "aws":
         return None
     from shared.adapters.aws.resolver import VersionedResolver
-    from shared.adapters.aws.session import AwsConfigError, AwsSettings, client_factory
 
-    try:
-        aws = AwsSettings.from_env()
-    except AwsConfigError as exc:
-        crashes.give_up(f"the watcher cannot use NODEWRIGHT_CLOUD=aws: {exc}", 1)
+    aws, clients = aws_configuration("watcher")
     return VersionedResolver(
-        client_factory(aws), cluster=config.cluster_name or "", region=aws.region, version=cluster.server_version
+        clients, cluster=config.cluster_name or "", region=aws.region, version=cluster.server_version
     )
 
 

@@ -27,7 +27,7 @@ from shared.api.ec2nodeclass import (
     KubeletConfiguration,
 )
 from shared.api.labels import annotation_errors, is_dns1123_subdomain, label_errors
-from shared.api.validation import FieldError, schema_errors
+from shared.api.validation import FieldError, document_name, schema_errors
 
 ALIAS_FAMILIES = {
     "al2": AMIFamily.AL2,
@@ -327,17 +327,9 @@ def nodeclass_rule_errors(nodeclass: EC2NodeClass) -> list[FieldError]:
     return errors
 
 
-def _document_name(document: Any) -> str:
-    if isinstance(document, dict):
-        metadata = document.get("metadata")
-        if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
-            return metadata["name"]
-    return "<unnamed>"
-
-
 def validate_nodeclass(document: Any) -> NodeClassValidation:
     """Validate one decoded EC2NodeClass document; never raises for bad input."""
-    name = _document_name(document)
+    name = document_name(document)
     try:
         nodeclass = EC2NodeClass.model_validate(document)
     except ValidationError as exc:

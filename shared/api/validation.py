@@ -277,7 +277,8 @@ def rule_errors(nodepool: NodePool) -> list[FieldError]:
     return errors
 
 
-def _document_name(document: Any) -> str:
+def document_name(document: Any) -> str:
+    """A decoded document's `metadata.name`, or `<unnamed>`: how a refusal names what it refused."""
     if isinstance(document, dict):
         metadata = document.get("metadata")
         if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
@@ -287,7 +288,7 @@ def _document_name(document: Any) -> str:
 
 def validate_nodepool(document: Any) -> NodePoolValidation:
     """Validate one decoded NodePool document; never raises for bad input."""
-    name = _document_name(document)
+    name = document_name(document)
     try:
         nodepool = NodePool.model_validate(document)
     except ValidationError as exc:

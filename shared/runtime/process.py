@@ -21,6 +21,7 @@ from shared.store.eventstore import EventStore
 
 if TYPE_CHECKING:
     from shared.adapters.aws.nodeclasses import NodeClassObjects
+    from shared.adapters.aws.session import AwsSettings, ClientFactory
 
 log = logging.getLogger("nodewright")
 
@@ -121,19 +122,26 @@ def serve_connected(
     serve(run, name)
 
 
-def _aws_provider(config: Settings, cluster: NodeClassObjects, name: str) -> CloudProvider:
-    """EC2 as the cloud: the standard AWS configuration (AWS_REGION, AWS_ENDPOINT_URL, the usual
-    credential chain, which is never read here), the catalog, EC2NodeClasses from the API."""
-    from shared.adapters.aws.catalog import AwsCatalog
-    from shared.adapters.aws.nodeclasses import KubeNodeClasses
-    from shared.adapters.aws.provider import AwsProvider
+def aws_configuration(name: str) -> tuple[AwsSettings, ClientFactory]:
+    """AWS's standard configuration (AWS_REGION, AWS_ENDPOINT_URL, the usual credential chain,
+    which is never read here) and a client factory on it; a process without it gives up, saying
+    which setting is missing. Imported here, not at the top: botocore loads only with aws."""
     from shared.adapters.aws.session import AwsConfigError, AwsSettings, client_factory
 
     try:
         aws = AwsSettings.from_env()
     except AwsConfigError as exc:
         crashes.give_up(f"the {name} cannot use NODEWRIGHT_CLOUD=aws: {exc}", 1)
-    clients = client_factory(aws)
+    return aws, client_factory(aws)
+
+
+def _aws_provider(config: Settings, cluster: NodeClassObjects, name: str) -> CloudProvider:
+    """EC2 as the cloud: the catalog, EC2NodeClasses read through the Kubernetes API."""
+    from shared.adapters.aws.catalog import AwsCatalog
+    from shared.adapters.aws.nodeclasses import KubeNodeClasses
+    from shared.adapters.aws.provider import AwsProvider
+
+    aws, clients = aws_configuration(name)
     clock = config.clock()
     catalog = AwsCatalog(clients, aws.region, clock.now)
     log.info("%s: the cloud is EC2 in %s for cluster %s", name, aws.region, config.cluster_name)
