@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from services.scheduler.lifecycle import record
 from services.scheduler.projection import Projection
 from shared.events import contracts as c
-from shared.ports.cloud import CloudError, CloudProvider, InstanceNotFound, InstanceView
+from shared.ports.cloud import CloudError, CloudProvider, CloudUnreachable, InstanceNotFound, InstanceView
 from shared.runtime.ledger import Ledger
 from shared.runtime.nodeclaims import NodeClaimWriter
 
@@ -67,8 +67,16 @@ class GarbageCollection:
         return any(name not in self.looked_at for name in orphaned) or now >= self.after
 
     async def collect(self, now: datetime) -> list[str]:
-        """The names of the claims ended; leaked instances are terminated on the way."""
-        instances = await self.cloud.list()
+        """The names of the claims ended; leaked instances are terminated on the way. A cloud
+        that refuses the list (not an outage, which the caller rides out) is asked again later."""
+        try:
+            instances = await self.cloud.list()
+        except CloudUnreachable:
+            raise
+        except CloudError as exc:
+            log.warning("garbage collection could not list the cloud's instances: %s", exc)
+            self.after = now + GARBAGE_EVERY
+            return []
         running = {i.get("nodeclaim") for i in instances}
         self.after = now + GARBAGE_EVERY
         await self.terminate_leaked(instances, now)

@@ -27,7 +27,13 @@ from shared.api.nodepool import NodePool
 from shared.events import contracts as c
 from shared.events.envelope import NewEvent
 from shared.policy.counters import ReservationError
-from shared.ports.cloud import CloudError, CloudProvider, InsufficientCapacityError, NoCompatibleInstanceTypes
+from shared.ports.cloud import (
+    CloudError,
+    CloudProvider,
+    CloudUnreachable,
+    InsufficientCapacityError,
+    NoCompatibleInstanceTypes,
+)
 from shared.runtime import logs
 from shared.runtime.ledger import Ledger
 from shared.scheduling.claims import instance_option
@@ -182,6 +188,8 @@ class Lifecycle:
             if skipped:
                 spec["unavailable"] = [list(offering) for offering in skipped]
             instance = await self.offerings.cloud.create(spec)
+        except CloudUnreachable:
+            raise  # an outage: the claim stays unlaunched and is tried again (`launch_unlaunched`)
         except CloudError as exc:
             if isinstance(exc, InsufficientCapacityError | NoCompatibleInstanceTypes) and pool is not None:
                 self.offerings.mark_unavailable(claim, now, getattr(exc, "offerings", ()))

@@ -75,14 +75,14 @@ class Kubelets:
             self._at(registers, lambda i=instance, r=registers: self._register(i, r, registration))
             changed = True
         for provider_id in [p for p in self.seen if p not in current]:
-            del self.seen[provider_id]
+            gone = self.seen.pop(provider_id)
             name = self.registered.pop(provider_id, None)
             if name is not None and name in self.cluster.nodes:
                 node = self.cluster.nodes[name]
                 self.cluster.request_node_deletion(name, now)
                 if node.finalizers:  # its kubelet gone with the instance: NotReady until it goes
                     self.cluster.set_ready(name, False)
-            self.cluster.nodeclaim_gone(name or "")
+            self.cluster.nodeclaim_gone(gone.nodeclaim)
             changed = True
         return changed
 
@@ -94,7 +94,7 @@ class Kubelets:
         claim = self.cluster.nodeclaims.get(instance.nodeclaim)
         status = (claim or {}).get("status") or {}
         if claim is None or not status.get("allocatable"):
-            retry = now + registration
+            retry = now + max(registration, timedelta(seconds=1))  # never the same instant again
             self._at(retry, lambda: self._register(instance, retry, registration))
             return
         spec = claim.get("spec") or {}

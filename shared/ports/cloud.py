@@ -38,6 +38,11 @@ class InsufficientCapacityError(CloudError):
         self.offerings = tuple(offerings)
 
 
+class CloudUnreachable(CloudError, OSError):
+    """The cloud did not answer (a connection refused or cut, a timeout, throttling past the
+    retries): an outage, which the services ride out as they ride out one of NATS, not a refusal."""
+
+
 class NoCompatibleInstanceTypes(CloudError):
     pass
 

@@ -18,13 +18,14 @@ from importlib import resources
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
+from shared.adapters.aws.errors import cloud_error
 from shared.adapters.aws.session import ClientFactory
 from shared.aws.ec2 import InstanceTypeInfo
 from shared.aws.instance_types import InstanceTypeEntry, instance_type_entry, kube_architecture
 from shared.aws.pricing import PriceBook, SpotQuote, merge_spot_prices, on_demand_prices, parse_on_demand_table
 from shared.aws.settings import NodeClassSettings
-from shared.ports.cloud import CloudError
 
 log = logging.getLogger("nodewright.aws.catalog")
 
@@ -135,8 +136,8 @@ class AwsCatalog:
                 offerings = await _all(
                     ec2, "describe_instance_type_offerings", "InstanceTypeOfferings", LocationType="availability-zone"
                 )
-        except (ClientError, BotoCoreError) as exc:
-            raise CloudError(f"describing EC2 instance types in {self.region}: {exc}") from exc
+        except (ClientError, BotoCoreError, ResponseParserError) as exc:
+            raise cloud_error(f"describing EC2 instance types in {self.region}", exc) from exc
         offered: dict[str, set[str]] = {}
         for offering in offerings:
             offered.setdefault(offering["InstanceType"], set()).add(offering["Location"])

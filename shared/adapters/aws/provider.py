@@ -1,9 +1,10 @@
 """The `CloudProvider` port on EC2: CreateFleet launches, DescribeInstances lists, TerminateInstances
 deletes, through aiobotocore.
 
-A launch reads the claim's EC2NodeClass (it must be Ready: its status resolved), looks for an
-instance already tagged with the claim (a retried create returns it, never a second one), then
-asks an `instant` fleet for one instance over the claim's compatible offerings, cheapest first,
+A launch reads the claim's EC2NodeClass (it must be Ready: its status resolved); unless it is the
+claim's first ask, looks for an instance already tagged with the claim (a retried create returns
+it, never a second one); then asks an `instant` fleet, with a ClientToken from the claim, for one
+instance over the claim's compatible offerings but those the cache holds, cheapest first,
 through a launch template per AMI. What to ask for and what the answer means are decided in
 `shared.aws.fleet` and `shared.aws.launch_template`; this module makes the calls. Only names, ids
 and EC2's error texts are logged: credentials never pass through here (botocore holds them).
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
+from shared.adapters.aws.errors import cloud_error
 from shared.adapters.aws.launch_templates import LaunchTemplates
 from shared.adapters.aws.nodeclasses import NodeClassSource, ready_node_class
 from shared.adapters.aws.session import ClientFactory
@@ -146,13 +148,13 @@ class AwsProvider:
         except ClientError as exc:
             raise self._fleet_refused(claim, exc, configs, chosen) from exc
         except (BotoCoreError, ResponseParserError) as exc:  # an answer botocore cannot read too
-            raise CloudError(f"nodeclaim {claim}: CreateFleet: {exc}") from exc
+            raise cloud_error(f"nodeclaim {claim}: CreateFleet", exc) from exc
         outcome = F.read_fleet(answer, chosen)
         if outcome.refused:
             log.info("nodeclaim %s: EC2 had no capacity for %s", claim, F.describe_offerings(outcome.refused))
         if outcome.launched is None:
             said = "; ".join(outcome.errors) or "no instance and no error"
-            if outcome.refused:
+            if outcome.refused and outcome.capacity_only:  # upstream: only when every error is one
                 raise InsufficientCapacityError(
                     f"nodeclaim {claim}: insufficient capacity for {F.describe_offerings(outcome.refused)} ({said})",
                     offerings=outcome.refused,
@@ -238,7 +240,7 @@ class AwsProvider:
             return InsufficientCapacityError(
                 f"nodeclaim {claim}: {code} for {F.describe_offerings(offered)}", offerings=offered
             )
-        return CloudError(f"nodeclaim {claim}: CreateFleet: {exc}")
+        return cloud_error(f"nodeclaim {claim}: CreateFleet", exc)
 
     # --- list, delete ----------------------------------------------------------------------------
 
@@ -259,9 +261,9 @@ class AwsProvider:
         except ClientError as exc:
             if "NotFound" in str(exc.response.get("Error", {}).get("Code", "")):
                 raise InstanceNotFound(f"instance {provider_id} does not exist") from exc
-            raise CloudError(f"terminating {provider_id}: {exc}") from exc
+            raise cloud_error(f"terminating {provider_id}", exc) from exc
         except (BotoCoreError, ResponseParserError) as exc:  # an answer botocore cannot read too
-            raise CloudError(f"terminating {provider_id}: {exc}") from exc
+            raise cloud_error(f"terminating {provider_id}", exc) from exc
         view = self._view_of(found[0], {}, {})  # what went: its capacity is nobody's concern now
         changes = answer.get("TerminatingInstances") or []
         view["state"] = changes[0]["CurrentState"]["Name"] if changes else "shutting-down"
@@ -278,9 +280,9 @@ class AwsProvider:
         except ClientError as exc:
             if "NotFound" in str(exc.response.get("Error", {}).get("Code", "")):
                 return []
-            raise CloudError(f"DescribeInstances: {exc}") from exc
+            raise cloud_error("DescribeInstances", exc) from exc
         except (BotoCoreError, ResponseParserError) as exc:  # an answer botocore cannot read too
-            raise CloudError(f"DescribeInstances: {exc}") from exc
+            raise cloud_error("DescribeInstances", exc) from exc
 
     # --- views -----------------------------------------------------------------------------------
 
@@ -289,7 +291,9 @@ class AwsProvider:
     ) -> InstanceView:
         tags = {t["Key"]: t["Value"] for t in raw.get("Tags") or []}
         launched = raw.get("LaunchTime")
-        return self._view(
+        groups = sorted(str(g["GroupId"]) for g in raw.get("SecurityGroups") or [] if g.get("GroupId"))
+        facts = {"imageID": raw.get("ImageId"), "subnetID": raw.get("SubnetId"), "securityGroupIDs": groups or None}
+        return facts | self._view(
             str(raw["InstanceId"]),
             entries.get(str(raw["InstanceType"])),
             str(raw["InstanceType"]),

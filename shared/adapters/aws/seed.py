@@ -60,7 +60,6 @@ async def seed(clients: ClientFactory, settings: AwsSettings, spec: AwsSeed, clu
         if found["Vpcs"]:
             return Seeded(found["Vpcs"][0]["VpcId"], made=False)
         vpc = (await ec2.create_vpc(CidrBlock=spec.vpc_cidr_block))["Vpc"]["VpcId"]
-        await ec2.create_tags(Resources=[vpc], Tags=_tags({SEED_TAG: cluster, "Name": cluster}))
         seeded = Seeded(vpc)
         for subnet in spec.subnets:
             made = await ec2.create_subnet(VpcId=vpc, CidrBlock=subnet.cidr_block, AvailabilityZone=subnet.zone)
@@ -79,10 +78,12 @@ async def seed(clients: ClientFactory, settings: AwsSettings, spec: AwsSeed, clu
                 raise SeedRefused(f"the endpoint holds no Amazon image for {wanted.architecture}")
             await ec2.create_tags(Resources=[image], Tags=_tags(wanted.tags))
             seeded.images.append(image)
-    async with clients("iam") as iam:
-        for role in spec.roles:  # IAM is the account's, not the VPC's: a role may be there already
-            with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
-                await iam.create_role(RoleName=role, AssumeRolePolicyDocument=NODE_TRUST)
+        async with clients("iam") as iam:
+            for role in spec.roles:  # IAM is the account's, not the VPC's: a role may be there already
+                with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+                    await iam.create_role(RoleName=role, AssumeRolePolicyDocument=NODE_TRUST)
+        # tagged last: a seed cut short is made again (in a new VPC), never taken for done
+        await ec2.create_tags(Resources=[vpc], Tags=_tags({SEED_TAG: cluster, "Name": cluster}))
     return seeded
 
 
