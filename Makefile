@@ -35,7 +35,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/pytest -n 2 --dist loadgroup tests
+	$(BIN)/pytest -n 3 --dist loadgroup tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/budgets.py
@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.cluster_api
 	$(BIN)/python -m benchmarks.projections
 	$(BIN)/python -m benchmarks.aws
+	$(BIN)/python -m benchmarks.whatif
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

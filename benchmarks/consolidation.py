@@ -9,7 +9,11 @@ consolidation after 60 s and on single-node after 180 s, which users hit at 300-
 bounds are printed beside the figures. Goals: one pass <= 10 s, median single-candidate
 evaluation <= 5 ms. The last line is JSON: nodes, pods, pass_seconds, single_candidate_ms.
 
-Run: `python -m benchmarks.consolidation [--nodes 1000] [--pods-per-node 10]`.
+`--balanced-half`: every other pool is `consolidationPolicy: Balanced`, so each move touching
+one is scored against its pool's totals (`shared.disruption.balanced`); the goal there is a pass
+within 1.5x of the same shape without it, run alternately.
+
+Run: `python -m benchmarks.consolidation [--nodes 1000] [--pods-per-node 10] [--balanced-half]`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 from decimal import Decimal
 
 from benchmarks.scheduling_shapes import catalog
+from shared.disruption.balanced import PoolTotals, node_disruption_cost
 from shared.disruption.consolidation import evaluate
 from shared.disruption.drift import drift_command
 from shared.disruption.emptiness import emptiness
@@ -58,15 +63,30 @@ def world(nodes: int, per_node: int) -> tuple[ClusterView, list[Movable]]:
         capacities.append(NodeCapacity(name, labels, [], free))
         running += [({"app": "web"}, zone, name) for _ in pods]
         price = min(o.price for o in node_type.offers if o.capacity_type == "on-demand")
-        movables.append(Movable(Move(name, name, pods), pool, price, "on-demand", node_type.name))
+        disruption = node_disruption_cost([1.0] * per_node)  # pods of the default eviction cost
+        movables.append(Movable(Move(name, name, pods), pool, price, "on-demand", node_type.name, disruption))
     pools = tuple(PoolTemplate(f"pool-{p}", Requirements()) for p in range(POOLS))
     view = ClusterView(tuple(capacities), pools, tuple(types), running=tuple(running))
     return view, movables
 
 
-def one_pass(view: ClusterView, movables: list[Movable], budget: int) -> tuple[float, str]:
+def balanced_half(movables: list[Movable]) -> dict[str, PoolTotals]:
+    """Every other pool Balanced, with its totals as the disruption service makes them: every
+    node's price and disruption cost."""
+    totals: dict[str, PoolTotals] = {}
+    for m in movables:
+        if int(m.nodepool.rsplit("-", 1)[1]) % 2 == 0:
+            had = totals.get(m.nodepool, PoolTotals(0.0, 0.0))
+            totals[m.nodepool] = PoolTotals(had.cost + m.price, had.disruption + m.disruption)
+    return totals
+
+
+def one_pass(
+    view: ClusterView, movables: list[Movable], budget: int, balanced: dict[str, PoolTotals] | None = None
+) -> tuple[float, str]:
     """Every method in upstream's order until one yields a command; seconds, and what it decided."""
     started = time.perf_counter()
+    scored = balanced or {}
     remaining = {f"pool-{p}": budget for p in range(POOLS)}
     by_claim = {m.nodeclaim: m for m in movables}
     empty = emptiness(
@@ -78,9 +98,11 @@ def one_pass(view: ClusterView, movables: list[Movable], budget: int) -> tuple[f
         decided, drifted = "drift", drift_command([], view, remaining)  # no drifted claim in this cluster
         command = drifted.command
     if command is None:
-        decided, command = "multi-node", multi_node(movables, view, remaining, spot_to_spot=False).command
+        multi = multi_node(movables, view, remaining, spot_to_spot=False, balanced=scored)
+        decided, command = "multi-node", multi.command
     if command is None:
-        decided, command = "single-node", single_node(movables, view, remaining, spot_to_spot=False).command
+        single = single_node(movables, view, remaining, spot_to_spot=False, balanced=scored)
+        decided, command = "single-node", single.command
     seconds = time.perf_counter() - started
     outcome = "nothing" if command is None else f"{command.decision} of {len(command.candidates)} nodes"
     assert command is None or all(name in by_claim for name in command.candidates)
@@ -94,12 +116,14 @@ def _candidate(m: Movable):
     return Candidate(NodeState(m.nodeclaim, m.nodepool, node=m.move.node, initialized=True, pods=pods))
 
 
-def single_candidate_ms(view: ClusterView, movables: list[Movable], samples: int = 50) -> float:
+def single_candidate_ms(
+    view: ClusterView, movables: list[Movable], samples: int = 50, balanced: dict[str, PoolTotals] | None = None
+) -> float:
     prepared = view.prepared()
     times = []
     for m in movables[:samples]:
         started = time.perf_counter()
-        evaluate([m], prepared, spot_to_spot=False, multi=False)
+        evaluate([m], prepared, spot_to_spot=False, multi=False, balanced=balanced or {})
         times.append(time.perf_counter() - started)
     return statistics.median(times) * 1000
 
@@ -109,15 +133,20 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
+    parser.add_argument(
+        "--balanced-half", action="store_true", help="every other pool consolidationPolicy: Balanced (scored moves)"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.pods_per_node = 40, 4
     view, movables = world(args.nodes, args.pods_per_node)
+    balanced = balanced_half(movables) if args.balanced_half else None
     budget = max(1, args.nodes // POOLS // 10)
-    seconds, decided = one_pass(view, movables, budget)
-    single = single_candidate_ms(view, movables)
+    seconds, decided = one_pass(view, movables, budget, balanced)
+    single = single_candidate_ms(view, movables, balanced=balanced)
     pods = args.nodes * args.pods_per_node
-    print(f"{args.nodes} nodes in {POOLS} pools, {pods} pods: one pass {seconds:.2f} s ({decided}); goal 10 s")
+    shape = f"{args.nodes} nodes in {POOLS} pools" + (f" ({len(balanced)} Balanced)" if balanced else "")
+    print(f"{shape}, {pods} pods: one pass {seconds:.2f} s ({decided}); goal 10 s")
     print(
         f"median single-candidate evaluation {single:.1f} ms; goal 5 ms; upstream gives up after "
         f"{UPSTREAM_MULTI_NODE_SECONDS:.0f} s (multi-node) and {UPSTREAM_SINGLE_NODE_SECONDS:.0f} s (single-node)"
@@ -129,6 +158,7 @@ def main() -> None:
                 "pods": pods,
                 "pass_seconds": round(seconds, 3),
                 "single_candidate_ms": round(single, 2),
+                "balanced_pools": len(balanced or {}),
             }
         )
     )

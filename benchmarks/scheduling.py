@@ -16,7 +16,10 @@ oracle, run in the same process) up to `--thirds-baseline-up-to`.
 The last line is JSON: the largest Karpenter size, with `per_pod_growth` (its time per pod over
 5k's), and `thirds` (per n, both passes' CPU seconds).
 
-Run: `python -m benchmarks.scheduling [--sizes 1000,5000,20000,50000,100000] [--baseline]
+`--preferred`: Karpenter's shape with soft terms on every other pod
+(`scheduling_shapes.preferred_pods`), to set the cost of relaxing beside the plain shape.
+
+Run: `python -m benchmarks.scheduling [--sizes 1000,5000,20000,50000,100000] [--baseline] [--preferred]
 [--thirds 1000,2000,4000,16000] [--thirds-baseline-up-to 4000]` (`--thirds ""` skips it).
 """
 
@@ -31,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from benchmarks.scheduling_shapes import catalog, pods, thirds_catalog, thirds_pods
+from benchmarks.scheduling_shapes import catalog, pods, preferred_pods, thirds_catalog, thirds_pods
 from shared.scheduling.offerings import InstanceOption
 from shared.scheduling.packing import schedule
 from shared.scheduling.requirements import Requirements
@@ -47,8 +50,8 @@ def _old_pass() -> Callable:
     return old_schedule
 
 
-def run(count: int, types: list[InstanceOption], baseline: bool = False) -> dict:
-    batch = pods(count)
+def run(count: int, types: list[InstanceOption], baseline: bool = False, preferred: bool = False) -> dict:
+    batch = preferred_pods(count) if preferred else pods(count)
     pool = PoolTemplate("default", Requirements())
     plan_with = _old_pass() if baseline else schedule
     gc.collect()
@@ -89,14 +92,15 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _in_own_process(size: int, baseline: bool) -> dict:
+def _in_own_process(size: int, baseline: bool, preferred: bool = False) -> dict:
     command = [sys.executable, "-m", "benchmarks.scheduling", "--one", str(size)] + (["--baseline"] if baseline else [])
+    command += ["--preferred"] if preferred else []
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _karpenter_table(sizes: list[int], baseline: bool) -> dict:
-    results = [_in_own_process(size, baseline) for size in sizes]
+def _karpenter_table(sizes: list[int], baseline: bool, preferred: bool = False) -> dict:
+    results = [_in_own_process(size, baseline, preferred) for size in sizes]
     reference = next((r for r in results if r["pods"] == 5000), results[0])
     print(
         f"{'pods':>7} {'seconds':>8} {'cpu s':>7} {'pods/s':>8} {'us/pod':>7} "
@@ -137,15 +141,16 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="the pass before its claim index (the oracle)")
     parser.add_argument("--thirds", default="1000,2000,4000,16000", help="n per pod size; empty: skip")
     parser.add_argument("--thirds-baseline-up-to", type=int, default=4000, help="the old pass up to this n")
+    parser.add_argument("--preferred", action="store_true", help="soft terms on every other pod (not with --baseline)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the test suite's run")
     args = parser.parse_args()
     if args.smoke:
         args.sizes, args.baseline, args.thirds, args.thirds_baseline_up_to = "100,200", True, "20,40", 20
     if args.one:
-        print(json.dumps(run(args.one, catalog(), args.baseline)))
+        print(json.dumps(run(args.one, catalog(), args.baseline, args.preferred)))
         return
-    last = _karpenter_table([int(s) for s in args.sizes.split(",")], args.baseline)
+    last = _karpenter_table([int(s) for s in args.sizes.split(",")], args.baseline, args.preferred)
     if args.thirds:
         last["thirds"] = _thirds_table([int(n) for n in args.thirds.split(",")], args.thirds_baseline_up_to)
     print(json.dumps(last))

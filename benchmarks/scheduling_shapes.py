@@ -7,6 +7,9 @@ test's builders).
   cpu from {100m, 250m, 500m, 1, 1.5} and memory from {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi}
   (fixed seed), in fifths: no constraint, zone spread, hostname spread, zone self-affinity,
   hostname anti-affinity.
+- Preferred: Karpenter's shape with soft terms on every other pod (`preferred_pods`): a
+  preferred zone it can have, or a heavier impossible one before it (one relaxation), and on
+  every fourth of them a ScheduleAnyway zone spread.
 - Thirds: one 2-vCPU type and n pods each of 1.5, 0.75 and 0.25 vCPU. Every claim keeps room
   for the batch's smallest pod but not for the pod at hand, so a search that tries the claims
   in turn tries them all for each 0.75 pod.
@@ -17,8 +20,9 @@ from __future__ import annotations
 import random
 from decimal import Decimal
 
-from shared.api.pod import PodAffinityTerm, TopologySpreadConstraint
+from shared.api.pod import Affinity, PodAffinityTerm, TopologySpreadConstraint
 from shared.api.quantity import parse
+from shared.scheduling import preferences
 from shared.scheduling.offerings import InstanceOption, Offer
 from shared.scheduling.requirements import Requirements
 from shared.scheduling.topology import PodTopology
@@ -107,3 +111,38 @@ def thirds_pods(n: int) -> list[PendingPod]:
         for cpu in THIRDS_CPUS
         for i in range(n)
     ]
+
+
+def preferred_pods(count: int, seed: int = 42) -> list[PendingPod]:
+    """`pods(count)`, every other one with soft terms, made as the view makes them."""
+    out = []
+    for i, pod in enumerate(pods(count, seed)):
+        if i % 2:
+            out.append(pod)
+            continue
+        zone = ("test-zone-1", "test-zone-2")[i // 2 % 2]
+        terms = [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}}
+        ]
+        if i % 4 == 2:  # a heavier preference no type offers: given up first
+            impossible = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["test-zone-9"]}]}
+            terms.insert(0, {"weight": 90, "preference": impossible})
+        affinity = Affinity.model_validate({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}})
+        spread = pod.topology.spread
+        if i % 8 == 0:
+            soft = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", **_selector("soft")}
+            spread += (TopologySpreadConstraint.model_validate(soft),)
+        requirements, topology, soft_terms = preferences.strict(
+            Requirements(), affinity, dict(pod.topology.labels), spread
+        )
+        topology = PodTopology(
+            topology.labels,
+            topology.spread,
+            pod.topology.affinity,
+            pod.topology.anti_affinity,
+            anyway=topology.anyway,
+        )
+        out.append(
+            PendingPod(pod.key, pod.requests, requirements, uid=pod.uid, topology=topology, preferences=soft_terms)
+        )
+    return out

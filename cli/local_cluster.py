@@ -82,14 +82,15 @@ class LocalCluster:
         return out
 
     async def apply(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        """`kubectl apply` of each NodePool or EC2NodeClass as the user: created, or merge-patched
+        """`kubectl apply` of each NodePool, EC2NodeClass or NodeOverlay as the user: created, or merge-patched
         when it is there already (a sim that restarted kept it). `ApplyFailed` says which was not
         taken and the API's answer (a 422 names the field)."""
         from shared.adapters.kube.api import MERGE_PATCH, Conflict
         from shared.adapters.kube.cluster import NODECLASSES, NODEPOOLS, KubeCluster
+        from shared.adapters.kube.informer import OVERLAYS
         from shared.ports.cluster import ClusterError
 
-        paths = {"NodePool": NODEPOOLS, "EC2NodeClass": NODECLASSES}
+        paths = {"NodePool": NODEPOOLS, "EC2NodeClass": NODECLASSES, "NodeOverlay": OVERLAYS.path}
         cluster = await KubeCluster.connect(str(self.user_kubeconfig), context=self.context)
         try:
             for document in documents:

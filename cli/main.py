@@ -5,7 +5,8 @@ service process that died included)."""
 
 from __future__ import annotations
 
-from cli.commands import budgets, bus, delete, eventlog, run, runs, service, validate
+from cli import explain
+from cli.commands import budgets, bus, delete, eventlog, run, runs, service, validate, whatif
 from cli.failures import CLI
 
 app = CLI(
@@ -21,7 +22,7 @@ def _root() -> None:
     """nodewright: Karpenter's NodePool API with limits and budgets that hold exactly."""
 
 
-for group in (validate, budgets, eventlog, bus, delete, run, runs, service):
+for group in (validate, budgets, eventlog, bus, delete, run, runs, service, whatif, explain):
     group.register(app)
 
 

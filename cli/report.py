@@ -21,10 +21,11 @@ REASON_COLOURS = {
     "Empty": "tab:olive",
     "Drifted": "tab:purple",
     "OverLimit": "tab:red",
+    "Overprovisioned": "tab:pink",
     "Expired": "tab:brown",
     "Manual": "tab:gray",
 }
-MARKERS = {"Underutilized": "v", "Empty": "o", "Drifted": "D", "OverLimit": "X", "Expired": "s"}
+MARKERS = {"Underutilized": "v", "Empty": "o", "Drifted": "D", "OverLimit": "X", "Overprovisioned": "P", "Expired": "s"}
 PICTURE, PAGE, SUMMARY = "nodes.png", "report.md", "summary.json"
 FILES = (PICTURE, PAGE, SUMMARY)
 """What a report directory holds (`outputs.check_directory` checks each can be written first)."""
@@ -203,6 +204,9 @@ def markdown(summary: dict[str, Any], stories: dict[str, tuple[str, list[dict[st
         lines += [f"| {k} | {n} |" for k, n in s["blocked_by_reason"].items()]
     else:
         lines.append("Nothing was blocked.")
+    if s.get("unconsolidatable"):
+        told = ", ".join(f"{pool} {n}" for pool, n in s["unconsolidatable"].items())
+        lines += ["", f"`Unconsolidatable` (a node's reason, recorded when it changes), per pool: {told}."]
     lines += ["", "## Promises", ""]
     over = s["over_limit"]
     lines.append(

@@ -18,6 +18,7 @@ from cli.failures import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_UNUSABLE
 from shared.config import Settings
 from shared.runtime import runs
 from shared.runtime.scenarios import load_scenario
+from shared.whatif.sim import RUN_KEY, described
 
 WALL_SECONDS = 60.0
 """By default a scenario plays in about this long, whatever its duration."""
@@ -46,7 +47,14 @@ def run(
     wall = (scenario.end - scenario.start).total_seconds() / speed + SETTLE_SECONDS
     started = started or datetime.now(UTC)
     name = runs.run_name(scenario.name, started)
-    description = {"scenario": scenario.name, "file": str(path), "started": started.isoformat(), "speed": speed}
+    cloud = scenario.spec.cloud
+    description = {
+        "scenario": scenario.name,
+        "file": str(path),
+        "started": started.isoformat(),
+        "speed": speed,
+        RUN_KEY: described(scenario.spec.seed, cloud.instance_types, cloud.zones),  # for `whatif`, `explain`
+    }
 
     score_path = config.data_dir / SCORE
     score_path.unlink(missing_ok=True)  # a score is the last run's own
@@ -138,6 +146,9 @@ def render(summary: dict[str, Any]) -> str:
             lines.append(f"  nodepool {pool}: at most {most} disrupting at once")
     if summary["blocked"]:
         lines.append("DisruptionBlocked: " + ", ".join(f"{cause} {n}" for cause, n in summary["blocked"].items()))
+    if summary.get("unconsolidatable"):
+        told = ", ".join(f"{pool} {n}" for pool, n in summary["unconsolidatable"].items())
+        lines.append(f"Unconsolidatable (changes of reason): {told}")
     if summary["instances_lost"]:
         lines.append(f"instances the cloud took away (spot interruptions): {summary['instances_lost']}")
     over, inside = summary["over_limit"], summary["disruptions_inside_blocked_windows"]

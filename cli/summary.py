@@ -71,6 +71,7 @@ class _Fold:
         self.disrupted: Counter[str] = Counter()
         self.blocked: Counter[str] = Counter()
         self.blocked_by: Counter[tuple[str, str]] = Counter()
+        self.unconsolidatable: Counter[str] = Counter()
         self.going: dict[str, str] = {}
         self.most_going: dict[str, int] = {}
         self.created_at: dict[str, datetime] = {}
@@ -174,7 +175,9 @@ class _Fold:
     def _DisruptionDecided(self, at: datetime, data: dict[str, Any]) -> None:
         pool, reason = data["nodepool"], data["reason"]
         self.decided_at[data.get("decision_id") or ""] = at
-        self.decided[reason] += 1
+        parts = data.get("command_parts") or []
+        if not parts or parts[0] == data.get("decision_id"):  # a command across pools counts once
+            self.decided[reason] += 1
         self.decisions.append(
             {
                 "at": iso(at),
@@ -183,6 +186,14 @@ class _Fold:
                 "decision": data.get("decision") or ("replace" if data.get("replacements") else "delete"),
                 "nodeclaims": list(data["candidates"]),
                 "replacements": list(data.get("replacements") or []),
+                # each replacement's pool: the candidates' unless the simulation put it in another
+                "replacement_nodepools": {
+                    name: (data.get("replacement_nodepools") or {}).get(name, pool)
+                    for name in data.get("replacements") or []
+                },
+                **({"command_parts": parts} if parts else {}),
+                # Balanced: the move's score in this pool (savings share over disruption share)
+                **({"score": data["score"]} if data.get("score") is not None else {}),
             }
         )
         self.going.update(dict.fromkeys(data["candidates"], pool))
@@ -200,6 +211,9 @@ class _Fold:
         cause = data.get("cause") or "Budget"
         self.blocked[cause] += 1
         self.blocked_by[(cause, data.get("reason") or "")] += 1
+
+    def _Unconsolidatable(self, at: datetime, data: dict[str, Any]) -> None:
+        self.unconsolidatable[str(data.get("nodepool"))] += 1
 
 
 def blocked_windows(
@@ -264,6 +278,7 @@ def summarise(
         "decisions": fold.decisions,
         "blocked": dict(sorted(fold.blocked.items())),
         "blocked_by_reason": {f"{c}/{r}" if r else c: n for (c, r), n in sorted(fold.blocked_by.items())},
+        "unconsolidatable": dict(sorted(fold.unconsolidatable.items())),
         "max_disrupting": dict(sorted(fold.most_going.items())),
         "max_nodes": dict(sorted(fold.peak.items())),
         "limits": dict(sorted(limits.items())),

@@ -152,6 +152,11 @@ def _up(
                     loop.run(cluster.apply(classes))
                     names = ", ".join(str(c["metadata"]["name"]) for c in classes)
                     console.print(f"applied EC2NodeClasses {names} through the Kubernetes API", soft_wrap=True)
+                overlays = [overlay.to_dict() for overlay in played.nodeoverlays]
+                if overlays:  # served whatever the gate; acted on only while it is on
+                    loop.run(cluster.apply(overlays))
+                    names = ", ".join(str(o["metadata"]["name"]) for o in overlays)
+                    console.print(f"applied NodeOverlays {names} through the Kubernetes API", soft_wrap=True)
                 pools = [pool.to_dict() for pool in played.nodepools]
                 if pools:
                     console.print(loop.run(_apply_nodepools(cluster, pools, database_url)), soft_wrap=True)

@@ -1,5 +1,5 @@
-"""`nodewright validate`: accept or reject NodePool and EC2NodeClass files as Karpenter's API
-server would."""
+"""`nodewright validate`: accept or reject NodePool, EC2NodeClass and NodeOverlay files as
+Karpenter's API server would."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.api.documents import NO_DOCUMENT, DocumentError, validate_api_text
-from shared.api.nodeclass_validation import NodeClassValidation
-from shared.api.validation import NodePoolValidation
-from shared.config import InputLimits
+from shared.api.documents import NO_DOCUMENT, DocumentError, Validation, validate_api_text
+from shared.config import STATIC_CAPACITY, InputLimits, gates_now
 from shared.runtime.inputs import InputError, limits_now, read_text
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
@@ -19,7 +17,7 @@ EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 @dataclass
 class FileReport:
     file: str
-    results: list[NodePoolValidation | NodeClassValidation] = field(default_factory=list)
+    results: list[Validation] = field(default_factory=list)
     error: str | None = None
 
 
@@ -27,11 +25,17 @@ def check_files(paths: list[Path], limits: InputLimits | None = None) -> list[Fi
     """A report per file; never raises for what a file holds (InputError only for a bad
     NODEWRIGHT_MAX_* setting)."""
     limits = limits_now(limits)
+    try:
+        static_capacity = gates_now()[STATIC_CAPACITY]
+    except ValueError as exc:
+        raise InputError(None, f"a bad setting: {exc}") from None
     reports = []
     for path in paths:
         report = FileReport(str(path))
         try:
-            report.results = validate_api_text(read_text(path, limits), limits.max_nesting)
+            report.results = validate_api_text(
+                read_text(path, limits), limits.max_nesting, static_capacity=static_capacity
+            )
             if not report.results:
                 report.error = NO_DOCUMENT
         except InputError as exc:

@@ -7,20 +7,28 @@ With no URLs set, local commands and tests start embedded servers under `data_di
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Self
 from urllib.parse import unquote
 
-from pydantic import ByteSize, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import ByteSize, Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.aws.cluster import check_ca_bundle, check_cidr, check_dns_ip, check_endpoint
 from shared.clock import Clock, clock_from
 from shared.deployment import DEFAULT_DEPLOYMENT, check_deployment
 from shared.policy.digests import MIN_KEY_BYTES
 from shared.redaction import check_servers, check_url
 
+_CLUSTER_CHECKS = {
+    "cluster_endpoint": check_endpoint,
+    "cluster_ca_bundle": check_ca_bundle,
+    "cluster_dns_ip": check_dns_ip,
+    "cluster_cidr": check_cidr,
+}
 _ASYNC_DRIVER = "postgresql+asyncpg"
 CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
 _PLAIN_SCHEMES = frozenset({"postgres", "postgresql"})
@@ -208,6 +216,16 @@ class Settings(InputLimits, SigningKey):
     cluster_name: str | None = None
     """The cluster's name, as EKS knows it: the AWS provider tags its instances with it and lists
     only those (`kubernetes.io/cluster/<name>`, `eks:eks-cluster-name`). Required with cloud=aws."""
+    cluster_endpoint: str | None = None
+    """The cluster's API server, an https URL (upstream's CLUSTER_ENDPOINT): the AWS provider's
+    bootstrap user data tells the node's kubelet where to join. Unset: left out (a launch still
+    works, the node does not join a real cluster)."""
+    cluster_ca_bundle: str | None = None
+    """Base64 of the cluster's PEM CA bundle (EKS's `certificateAuthority.data`), for the same."""
+    cluster_dns_ip: str | None = None
+    """The cluster DNS Service's IP (kube-dns): the kubelet's clusterDNS unless a class sets one."""
+    cluster_cidr: str | None = None
+    """The cluster's Service CIDR (`10.100.0.0/16`), which AL2023's nodeadm needs."""
     log_level: str = "INFO"
     clock_start: datetime | None = None
     """With it, the accelerated clock: the simulated instant at `clock_origin` (wall, epoch seconds)."""
@@ -219,6 +237,10 @@ class Settings(InputLimits, SigningKey):
     """Seconds (on the clock) without a new pod that end the scheduler's batch (upstream's BATCH_IDLE_DURATION)."""
     batch_max_duration: float = 10.0
     """The longest a batch waits after its first pod (upstream's BATCH_MAX_DURATION)."""
+    min_values_policy: Literal["Strict", "BestEffort"] = "Strict"
+    """Upstream's MIN_VALUES_POLICY: Strict refuses a NodeClaim whose instance types cannot meet
+    a requirement's minValues; BestEffort makes it with the values there are, and annotates it
+    `karpenter.sh/nodeclaim-min-values-relaxed: "true"`."""
     scheduling_timeout: float = Field(default=60.0, gt=0)
     """Seconds (real time) one scheduling pass may compute before it launches what it planned and
     leaves the rest to the next pass (upstream's Solve stops after a minute)."""
@@ -234,6 +256,21 @@ class Settings(InputLimits, SigningKey):
     metrics_address: str = "0.0.0.0"
     """The IP address /metrics listens on; with a port of its own (`0.0.0.0:8080`) on a listener
     of its own, else beside /healthz at --port, which needs the same address as `health_address`."""
+
+    feature_gates: str = ""
+    """Upstream's `--feature-gates` syntax, `Name=true,Other=false` (`FEATURE_GATES`): the gates
+    nodewright knows (`FEATURE_GATES`), each off unless set; an unknown name or value is refused."""
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        """Every known feature gate, on or off (the validator has checked the text)."""
+        return feature_gates(self.feature_gates)
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _known_gates(cls, value: str) -> str:
+        feature_gates(value)
+        return value
 
     def clock(self) -> Clock:
         return clock_from(self.clock_start, self.clock_speed, self.clock_origin, self.clock_gate)
@@ -285,6 +322,15 @@ class Settings(InputLimits, SigningKey):
             )
         return value
 
+    @field_validator("cluster_endpoint", "cluster_ca_bundle", "cluster_dns_ip", "cluster_cidr")
+    @classmethod
+    def _cluster_facts(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The bootstrap's rules (`shared.aws.cluster`), the error naming the variable."""
+        if value is None or not value.strip():
+            return None
+        check = _CLUSTER_CHECKS[str(info.field_name)]
+        return check(value, f"NODEWRIGHT_{str(info.field_name).upper()}")
+
     @model_validator(mode="after")
     def _aws_needs_a_cluster(self) -> Self:
         if self.cloud == "aws" and self.cluster_name is None:
@@ -303,6 +349,43 @@ class Settings(InputLimits, SigningKey):
             return None
         check_servers(value.strip(), "NODEWRIGHT_NATS_URL")
         return value.strip()
+
+
+SPOT_TO_SPOT_CONSOLIDATION = "SpotToSpotConsolidation"
+NODE_REPAIR = "NodeRepair"
+NODE_OVERLAY = "NodeOverlay"
+STATIC_CAPACITY = "StaticCapacity"
+FEATURE_GATES = {
+    SPOT_TO_SPOT_CONSOLIDATION: False,
+    NODE_REPAIR: False,
+    NODE_OVERLAY: False,
+    STATIC_CAPACITY: False,
+}
+"""The feature gates nodewright honours, with upstream's defaults."""
+
+
+def feature_gates(text: str) -> dict[str, bool]:
+    """`Name=true,Other=false` as upstream's `--feature-gates` takes it: each known gate, its
+    default where the text does not name it; a ValueError names the variable and the rule."""
+    out = dict(FEATURE_GATES)
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = (x.strip() for x in part.partition("="))
+        if not sep or value.lower() not in ("true", "false"):
+            raise ValueError(f"NODEWRIGHT_FEATURE_GATES: {part!r} must be Name=true or Name=false")
+        if name not in FEATURE_GATES:
+            raise ValueError(
+                f"NODEWRIGHT_FEATURE_GATES: unknown feature gate {name!r}: known are {', '.join(sorted(FEATURE_GATES))}"
+            )
+        out[name] = value.lower() == "true"
+    return out
+
+
+def gates_now() -> dict[str, bool]:
+    """The feature gates from the environment now, for a command that reads no other setting
+    (`nodewright validate`); a bad value is a ValueError naming `NODEWRIGHT_FEATURE_GATES`."""
+    return feature_gates(os.environ.get("NODEWRIGHT_FEATURE_GATES", ""))
 
 
 def input_limits() -> InputLimits:

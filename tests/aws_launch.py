@@ -44,15 +44,9 @@ class FixtureCatalog:
         self._entries = entries(raws)
         self.asked = 0
 
-    async def entry_for(self, name: str, settings: NodeClassSettings) -> InstanceTypeEntry | None:
-        return next((e for e in entries(self.raws, settings) if e.name == name), None)
-
-    async def entries(self) -> list[InstanceTypeEntry]:
+    async def entries(self, settings: NodeClassSettings | None = None) -> list[InstanceTypeEntry]:
         self.asked += 1
-        return self._entries
-
-    async def instance_types(self) -> list[dict[str, Any]]:
-        return [e.as_port() for e in self._entries]
+        return self._entries if settings is None else entries(self.raws, settings)
 
 
 def node_class(
@@ -63,6 +57,7 @@ def node_class(
     amis: Sequence[tuple[str, str]] = (("ami-0123456789abcdef0", "amd64"), ("ami-0fedcba987654321f", "arm64")),
     ready: bool = True,
     tags: Mapping[str, str] | None = None,
+    kubelet: Mapping[str, Any] | None = None,
 ) -> EC2NodeClass:
     """A node class as the nodeclass controller leaves it: its status resolved (`subnets`: zone ->
     subnet id; `amis`: (id, architecture))."""
@@ -76,6 +71,7 @@ def node_class(
                 "amiSelectorTerms": [{"alias": "al2023@latest"}],
                 "role": "KarpenterNodeRole",
                 "tags": dict(tags or {"team": "platform"}),
+                **({"kubelet": dict(kubelet)} if kubelet else {}),
             },
             "status": {
                 "subnets": [{"id": s, "zone": z} for z, s in subnets.items()],

@@ -1,7 +1,7 @@
 """The `Cluster` port's contract: one set of cases every implementation passes.
 
 tests/integration/test_cluster_contract.py runs each case against `KubeCluster` over the sim's
-API server and against the in-process double (tests/cluster_double.py), each over a sim `World`
+API server and against the in-process double (services/sim/inprocess.py), each over a sim `World`
 the case changes directly, as the rest of a cluster would. A case gets a `Harness`: the port,
 the world, and `changed()`, to call after changing the world behind the port's back.
 """

@@ -11,10 +11,11 @@ EXAMPLES = ROOT / "examples" / "nodepools"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`make test` runs two workers (pytest-xdist, `--dist loadgroup`): the end-to-end tests that
-    run a whole system of processes go one after another on one worker, while the other takes
-    the unit and integration tests, which mostly wait on simulated time, and the end-to-end tests
-    of single commands and single processes (`ALONE`), which start no system."""
+    """`make test` runs three workers on two cores (pytest-xdist, `--dist loadgroup`): most tests
+    wait on simulated time rather than compute. The end-to-end tests that run a whole system of
+    processes go one after another on one worker, while the others take the unit and integration
+    tests and the end-to-end tests of single commands and single processes (`ALONE`), which
+    start no system."""
     e2e = ROOT / "tests" / "e2e"
     for item in items:
         path = Path(str(item.path))

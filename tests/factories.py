@@ -15,9 +15,15 @@ T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)  # a Monday
 
 
 def pool_object(
-    name: str, limits: dict[str, str] | None = None, budgets: list[dict] | None = None, mode: str | None = None
+    name: str,
+    limits: dict[str, str] | None = None,
+    budgets: list[dict] | None = None,
+    mode: str | None = None,
+    expire_after: str | None = None,
 ) -> dict[str, Any]:
     doc = nodepool_doc(**{"metadata.name": name})
+    if expire_after is not None:
+        doc["spec"]["template"]["spec"]["expireAfter"] = expire_after
     doc["spec"]["limits"] = limits or {}
     if not doc["spec"]["limits"]:
         del doc["spec"]["limits"]
@@ -28,9 +34,13 @@ def pool_object(
 
 
 def applied(
-    name: str, limits: dict[str, str] | None = None, budgets: list[dict] | None = None, mode: str | None = None
+    name: str,
+    limits: dict[str, str] | None = None,
+    budgets: list[dict] | None = None,
+    mode: str | None = None,
+    expire_after: str | None = None,
 ) -> c.NodePoolApplied:
-    return c.NodePoolApplied(nodepool=name, nodepool_object=pool_object(name, limits, budgets, mode))
+    return c.NodePoolApplied(nodepool=name, nodepool_object=pool_object(name, limits, budgets, mode, expire_after))
 
 
 def created(
@@ -73,11 +83,26 @@ def terminated(claim: str, pool: str) -> c.NodeClaimTerminated:
 
 
 def decided(
-    decision: str, pool: str, reason: str, candidates: list[str], replacements: list[str] | None = None
+    decision: str,
+    pool: str,
+    reason: str,
+    candidates: list[str],
+    replacements: list[str] | None = None,
+    forceful: bool | None = None,
 ) -> c.DisruptionDecided:
+    """`forceful`: as the disruption service marks it (by the reason) unless given."""
     return c.DisruptionDecided(
-        decision_id=decision, nodepool=pool, reason=reason, candidates=candidates, replacements=replacements or []
+        decision_id=decision,
+        nodepool=pool,
+        reason=reason,
+        candidates=candidates,
+        replacements=replacements or [],
+        forceful=reason in c.FORCEFUL_REASONS if forceful is None else forceful,
     )
+
+
+def deletion_requested(claim: str, pool: str, reason: str = "Manual") -> c.NodeClaimDeletionRequested:
+    return c.NodeClaimDeletionRequested(nodeclaim=claim, nodepool=pool, reason=reason)
 
 
 def live_nodes(pool: str, n: int, prefix: str = "n") -> list[c.Event]:
@@ -128,3 +153,27 @@ async def insert_applied(raw: Any, pool: str) -> int:
         json.dumps(event.data),
         event.occurred_at,
     )
+
+
+def catalog_answer(options: Any) -> list[dict[str, Any]]:
+    """`CloudProvider.instance_types()`'s answer for these `InstanceOption`s."""
+    return [
+        {
+            "name": o.name,
+            "capacity": {k: str(v) for k, v in o.capacity.items()},
+            "allocatable": {k: str(v) for k, v in o.allocatable.items()},
+            "labels": dict(o.labels),
+            "offerings": [{"zone": f.zone, "capacityType": f.capacity_type, "price": f.price} for f in o.offers],
+        }
+        for o in options
+    ]
+
+
+class CatalogCloud:
+    """A cloud that only answers `instance_types`, the same for every node class."""
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
+        return catalog_answer(self.options)

@@ -26,11 +26,15 @@ class LocalApi:
         assert sim.api is not None and sim.api_url, "the sim serves no API (api=LocalApi().options)"
         return replace(self.identities, server=sim.api_url, certificate_authority=sim.api.certificate)
 
-    async def connect(self, sim: SimService, service: str, clock: Clock | None = None) -> KubeCluster:
-        """`service`'s cluster, with its token and rules, once the sim's API listens."""
+    async def connect(
+        self, sim: SimService, service: str, clock: Clock | None = None, *, overlays: bool = False
+    ) -> KubeCluster:
+        """`service`'s cluster, with its token and rules, once the sim's API listens; `overlays`:
+        it informs NodeOverlays too (the gate on)."""
         served = self.served_by(sim)
         served.write(self.directory)
-        return await KubeCluster.connect(str(Identities.kubeconfig(self.directory, service)), clock=clock)
+        path = str(Identities.kubeconfig(self.directory, service))
+        return await KubeCluster.connect(path, clock=clock, overlays=overlays)
 
     def user_kubeconfig(self, sim: SimService) -> Path:
         path = self.directory / "kubeconfig"

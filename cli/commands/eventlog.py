@@ -50,10 +50,24 @@ def migrate() -> None:
 def events_export(
     file: Annotated[Path, typer.Argument(help="JSON Lines file to write")], run: RunOption = None
 ) -> None:
-    """Write the whole log, one event per line, in position order."""
+    """Write the whole log, one event per line, in position order. The file holds the log only:
+    a run's sim seed, which `whatif` and `explain` need to replay it faithfully, is told here."""
+    from shared.runtime.runs import described
+    from shared.whatif.sim import SimSettings, from_description
+
+    async def exported(url: str) -> tuple[int, SimSettings]:
+        count = await auditing.export(url, file)
+        where, description = await described(url)
+        return count, from_description(description, where)
+
     _writable(lambda: check_file(file, "FILE"))
-    count = with_database(lambda url: auditing.export(url, file), run)
+    count, sim = with_database(exported, run)
     typer.echo(f"exported {count} events to {file}")
+    if sim.known:
+        typer.echo(
+            f"the run's sim seed is {sim.seed} (the file does not keep it): replay the file with"
+            f" `whatif --from-file {file} --seed {sim.seed}`, `explain ... --from-file {file} --seed {sim.seed}`"
+        )
 
 
 def audit(

@@ -55,6 +55,10 @@ class Claim:
     deleting: bool = False
     last_pod_event: datetime | None = None
     touched: int = 0
+    not_ready: tuple[str, datetime] | None = None
+    """Its node's Ready condition while not True (False or Unknown), and since when: node repair."""
+    conditions: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    """Its node's other conditions while not True (a node monitoring agent's), and since when."""
 
 
 _OVERLAID = ("uid", "requests", "labels", "owner_kind", "affinity", "annotations", "tolerations", "priority")
@@ -135,6 +139,12 @@ class Command:
     consolidation_type: str
     forceful: bool
     savings: float | None
+    replacement_pools: list[str] = field(default_factory=list)
+    """The pool each replacement goes to (upstream's: wherever the simulation put it)."""
+    parts: list[str] = field(default_factory=list)
+    """The decision ids of the command this is part of, the first first (itself alone, mostly)."""
+    condition: str | None = None
+    """Node repair's: the condition that made the candidate unhealthy."""
     version: int = 1
     """Events on the command's stream: an append expects it, so two leaders never both act."""
     kept: list[str] | None = None
@@ -161,7 +171,10 @@ class Projection:
     pdbs: dict[str, Pdb] = field(default_factory=dict)
     commands: dict[str, Command] = field(default_factory=dict)
     initialized: set[str] = field(default_factory=set)  # claims whose NodeClaimInitialized is in the log
-    said: dict[tuple[str, str, str], datetime] = field(default_factory=dict)  # (pool or claim, reason, cause)
+    said: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    """(pool or claim, reason, cause) -> the message of the DisruptionBlocked last recorded."""
+    unconsolidatable: dict[str, str] = field(default_factory=dict)
+    """NodeClaim -> the message of its Unconsolidatable last recorded."""
     resolved: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)  # class -> its resolved ids
     resolved_at: dict[str, datetime] = field(default_factory=dict)  # class -> when they last changed
     position: int = 0
@@ -264,6 +277,29 @@ def _claim_initialized(p: Projection, e: c.NodeClaimInitialized, r: RecordedEven
         claim.initialized_at, claim.touched = r.occurred_at, r.position
 
 
+def _claim_not_ready(p: Projection, e: c.NodeClaimNotReady, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
+    if claim is not None:
+        since = datetime.fromisoformat(e.since) if e.since else r.occurred_at
+        claim.not_ready = (e.status, since)
+
+
+def _claim_ready(p: Projection, e: c.NodeClaimReady, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
+    if claim is not None:
+        claim.not_ready = None
+
+
+def _claim_condition(p: Projection, e: c.NodeClaimConditionChanged, r: RecordedEvent) -> None:
+    claim = p.claims.get(e.nodeclaim)
+    if claim is None:
+        return
+    if e.status == "True":
+        claim.conditions.pop(e.condition, None)
+    else:
+        claim.conditions[e.condition] = (e.status, datetime.fromisoformat(e.since) if e.since else r.occurred_at)
+
+
 def _claim_deleting(p: Projection, e: c.NodeClaimDeletionRequested, r: RecordedEvent) -> None:
     claim = p.claims.get(e.nodeclaim)
     if claim is not None:
@@ -277,6 +313,7 @@ def _claim_ended(p: Projection, e: c.NodeClaimLaunchFailed | c.NodeClaimTerminat
         del p.node_claims[claim.node]
     for key in [k for k in p.said if k[0] == e.nodeclaim]:
         del p.said[key]
+    p.unconsolidatable.pop(e.nodeclaim, None)
     _forget_finished(p)
 
 
@@ -345,11 +382,14 @@ def _decided(p: Projection, e: c.DisruptionDecided, r: RecordedEvent) -> None:
         reason=e.reason,
         candidates=list(e.candidates),
         replacements=list(e.replacements),
+        replacement_pools=[e.pool_of(name) for name in e.replacements],
         decided_at=r.occurred_at,
         observed=e.observed_position,
         consolidation_type=e.consolidation_type,
         forceful=e.forceful,
         savings=e.savings,
+        parts=e.parts,
+        condition=e.unhealthy.condition if e.unhealthy is not None else None,
     )
 
 
@@ -371,7 +411,12 @@ def _completed(p: Projection, e: c.DisruptionCompleted, r: RecordedEvent) -> Non
 
 
 def _blocked(p: Projection, e: c.DisruptionBlocked, r: RecordedEvent) -> None:
-    p.said[(e.nodeclaim or e.nodepool, e.reason, e.cause or "")] = r.occurred_at
+    p.said[(e.nodeclaim or e.nodepool, e.reason, e.cause or "")] = e.message
+
+
+def _unconsolidatable(p: Projection, e: c.Unconsolidatable, r: RecordedEvent) -> None:
+    if e.nodeclaim in p.claims:
+        p.unconsolidatable[e.nodeclaim] = e.message
 
 
 _STEPS: Mapping[type[c.Event], Step[Projection]] = {
@@ -385,6 +430,9 @@ _STEPS: Mapping[type[c.Event], Step[Projection]] = {
     c.NodeClaimRegistered: _claim_registered,
     c.NodeClaimInitialized: _claim_initialized,
     c.NodeClaimDeletionRequested: _claim_deleting,
+    c.NodeClaimNotReady: _claim_not_ready,
+    c.NodeClaimReady: _claim_ready,
+    c.NodeClaimConditionChanged: _claim_condition,
     c.NodeClaimTerminated: _claim_ended,
     c.NodeRegistered: _node_registered,
     c.NodeInitialized: _node_changed,
@@ -399,6 +447,7 @@ _STEPS: Mapping[type[c.Event], Step[Projection]] = {
     c.DisruptionCancelled: _cancelled,
     c.DisruptionCompleted: _completed,
     c.DisruptionBlocked: _blocked,
+    c.Unconsolidatable: _unconsolidatable,
 }
 PROJECTED = handled(_STEPS) | handled(VIEW_STEPS) | handled(CLUSTER_STEPS)
 """The events the projection reads (its own, the scheduling view's and the cluster fold's)."""

@@ -3,53 +3,70 @@ what a pass judges of each claim for its NodeClaim object (`judgments`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
+from decimal import Decimal
 
 from services.disruption.projection import Claim, Pod, Projection
 from shared.api.labels import DELETION_COST_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION
 from shared.api.nodepool import ConsolidationPolicy, DisruptionReason, NodePool
+from shared.disruption.balanced import PoolTotals, node_disruption_cost
 from shared.disruption.candidates import CandidatePod, NodeState
 from shared.disruption.cloud_drift import CLOUD_REASONS, Launch
 from shared.disruption.consolidatable import consolidatable_at
 from shared.disruption.drift import drift_reason
 from shared.disruption.pdbs import Member, disruptions_allowed
+from shared.disruption.repair import READY, Condition, RepairPolicy
 from shared.disruption.simulation import ClusterView, Movable, Move
 from shared.disruption.world import Node, PoolRules, World
 from shared.kube.nodeclaims import Judgment
 from shared.policy.counters import PoolCounters
-from shared.policy.limits import NodeLimit
+from shared.policy.limits import NodeLimit, remaining_resources
 from shared.policy.overlimit import ClaimFacts
-from shared.policy.pods import PodFacts
+from shared.policy.pods import PodFacts, eviction_cost
+from shared.runtime.catalogs import Loaded
 from shared.scheduling.nodeclasses import class_of
 from shared.scheduling.offerings import InstanceOption
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.rules import MinValuesPolicy
 from shared.termination.pods import DISRUPTED_TAINT, tolerations_of
 
 
 def build(
     projection: Projection,
     counters: Mapping[str, PoolCounters],
-    catalog: Sequence[InstanceOption],
+    loaded: Loaded,
     now: datetime,
     *,
     spot_to_spot: bool = False,
-    judging: str | None = None,
+    min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT,
+    judging: Collection[str] = (),
+    repair_policies: Sequence[RepairPolicy] = (),
+    static_capacity: bool = False,
 ) -> World:
-    """`judging`: the command being re-checked, whose own candidates are its to judge, not going."""
-    others = [command for command in projection.live_commands() if command.decision_id != judging]
+    """`loaded`: the instance types, and the pools that launch from their class's own;
+    `judging`: the decisions of the command being re-checked, whose own candidates are its to
+    judge, not going."""
+    catalog = loaded.catalog
+    others = [command for command in projection.live_commands() if command.decision_id not in judging]
     going = {c for command in others for c in command.candidates}
     busy = {c.nodepool for c in others if not c.forceful}
-    pools = {
-        name: _rules(name, pool, counters.get(name), now, name in busy)
+    balanced = {
+        name
         for name, pool in projection.pools.items()
-        if name in counters
+        if pool.spec.disruption.consolidation_policy == ConsolidationPolicy.BALANCED
     }
-    prices = {(o.name, offer.zone, offer.capacity_type): offer.price for o in catalog for offer in o.offers}
+    totals: dict[str, list[float]] = {name: [0.0, 0.0] for name in balanced}  # cost an hour, disruption
+    # a claim's price and capacity are its pool's catalog's (a NodeOverlay may change them per pool)
+    figures = {pool: _figures(options) for pool, options in loaded.pools.items()}
+    default = _figures(catalog)
     view = projection.view
-    templates = tuple(view.templates({}))  # the pools a replacement may go to: not one whose class is not Ready
+    # the pools a replacement may go to (not one whose class is not Ready), with what their limits leave
+    left = {name: _left(row) for name, row in counters.items()}
+    templates = tuple(view.templates(left))
+    static_pools = tuple(t for t in view.templates(left, static=True) if projection.pools[t.name].spec.static)
     # drift compares each claim with its pool, ready or not: requirements and template labels
-    wanted = {t.name: t.requirements for t in view.templates({}, unready=True)}
+    wanted = {t.name: t.requirements for t in view.templates({}, unready=True, static=True)}
     nominated = set(projection.view.nominated.values()) | _awaited(projection)
     nodes = []
     leaving: set[str] = set()
@@ -70,26 +87,60 @@ def build(
             pods=seen,
             grace_period=claim.grace_period,
         )
-        drift, drifted_since = _drift(projection, claim, wanted, catalog, now)
+        # its class's own catalog (AWS), else the cloud's (the sim's): a type gone is InstanceTypeNotFound
+        drift, drifted_since = _drift(projection, claim, wanted, loaded.pools.get(claim.nodepool) or catalog, now)
+        prices, capacities = figures.get(claim.nodepool, default)
+        facts = _facts(name, claim, pods, deleting)
+        disruption = 1.0
+        if claim.nodepool in balanced:  # every node of the pool counts, candidate or not (upstream's totals)
+            disruption = node_disruption_cost(
+                eviction_cost(f) for f, c in zip(facts.pods, seen, strict=True) if c.reschedulable
+            )
+            pool_totals = totals[claim.nodepool]
+            pool_totals[0] += _price(claim, prices)
+            pool_totals[1] += disruption
         nodes.append(
             Node(
                 state=state,
-                facts=_facts(name, claim, pods, deleting),
+                facts=facts,
                 initialized_at=claim.initialized_at,
                 last_pod_event=claim.last_pod_event,
-                movable=_movable(name, claim, [p for p, c in zip(pods, seen, strict=True) if c.reschedulable], prices),
+                movable=_movable(
+                    name,
+                    claim,
+                    [p for p, c in zip(pods, seen, strict=True) if c.reschedulable],
+                    prices,
+                    capacities,
+                    disruption,
+                ),
                 drift=drift,
                 drifted_since=drifted_since,
+                conditions=_conditions(claim),
             )
         )
+    pools = {
+        name: _rules(
+            name,
+            pool,
+            counters.get(name),
+            now,
+            name in busy,
+            PoolTotals(*totals[name]) if name in totals else None,
+        )
+        for name, pool in projection.pools.items()
+        if name in counters
+    }
     cluster = ClusterView(
         nodes=tuple(n for n in view.capacity() if n.name not in leaving),
         pools=templates,
         catalog=tuple(catalog),
+        pool_catalogs={pool: tuple(options) for pool, options in loaded.pools.items()},
         daemonsets=tuple(view.daemonsets.values()),
         pending=tuple(view.plannable()),
         running=tuple(view.running()),
         now=now,
+        min_values_policy=min_values_policy,
+        static_pools=static_pools,
     )
     pdbs = list(projection.pdbs.values())
     allowed = {
@@ -99,7 +150,19 @@ def build(
         )
         for pdb in pdbs
     }
-    return World(now, pools, nodes, cluster, pdbs, allowed, spot_to_spot)
+    validating = any(not command.forceful and command.kept is None for command in others)
+    return World(
+        now,
+        pools,
+        nodes,
+        cluster,
+        pdbs,
+        allowed,
+        spot_to_spot,
+        repair_policies=tuple(repair_policies),
+        validating=validating,
+        static_capacity=static_capacity,
+    )
 
 
 def _drift(
@@ -156,7 +219,9 @@ def _awaited(projection: Projection) -> set[str]:
     return out
 
 
-def _rules(name: str, pool: NodePool, row: PoolCounters | None, now: datetime, busy: bool) -> PoolRules:
+def _rules(
+    name: str, pool: NodePool, row: PoolCounters | None, now: datetime, busy: bool, balanced: PoolTotals | None
+) -> PoolRules:
     nodes = row.initialized if row is not None else 0
     disrupting = len(row.disrupting) if row is not None else 0
     policy = row.policy() if row is not None else None
@@ -177,7 +242,15 @@ def _rules(name: str, pool: NodePool, row: PoolCounters | None, now: datetime, b
         remaining=remaining,
         node_limit=NodeLimit.of(pool, row.nodes if row is not None else 0),
         busy=busy,
+        balanced=balanced,
+        replicas=pool.spec.replicas,
     )
+
+
+def reschedulable_on(projection: Projection, node: str | None) -> int:
+    """The pods on the node that would need a place elsewhere were it to go (DaemonSet and mirror
+    pods would not): upstream's count for `karpenter_pods_disruption_initiated_total`."""
+    return sum(1 for pod in projection.pods_on(node) if _candidate_pod(pod).reschedulable)
 
 
 def _candidate_pod(pod: Pod) -> CandidatePod:
@@ -213,22 +286,59 @@ def _facts(name: str, claim: Claim, pods: Sequence[Pod], deleting: bool) -> Clai
     )
 
 
+def _left(row: PoolCounters) -> dict[str, Decimal] | None:
+    """What the pool's limits leave now, every claim counted (None: it has none)."""
+    policy = row.policy()
+    if policy is None or not policy.limits:
+        return None
+    return remaining_resources(policy.limits, row.usage())
+
+
 def _movable(
-    name: str, claim: Claim, moving: Sequence[Pod], prices: Mapping[tuple[str, str, str], float]
+    name: str,
+    claim: Claim,
+    moving: Sequence[Pod],
+    prices: Mapping[tuple[str, str, str], float],
+    capacities: Mapping[str, Mapping[str, Decimal]],
+    disruption: float,
 ) -> Movable | None:
-    """`moving`: its pods that need a place elsewhere if it goes."""
+    """`moving`: its pods that need a place elsewhere if it goes; `capacities`: each type's, what
+    the claim holds of its pool's limits; `disruption`: its cost as Balanced weighs it."""
     if claim.node is None or not claim.instance_type or not claim.zone or not claim.capacity_type:
         return None
     price = prices.get((claim.instance_type, claim.zone, claim.capacity_type))
     if price is None:
         return None
     return Movable(
-        Move(name, claim.node, tuple(p.pending() for p in moving)),
+        Move(
+            name,
+            claim.node,
+            tuple(p.pending() for p in moving),
+            claim.nodepool,
+            capacities.get(claim.instance_type, {}),
+        ),
         claim.nodepool,
         price,
         claim.capacity_type,
         claim.instance_type,
+        disruption,
     )
+
+
+def _figures(
+    catalog: Iterable[InstanceOption],
+) -> tuple[dict[tuple[str, str, str], float], dict[str, Mapping[str, Decimal]]]:
+    """Each offering's price and each type's capacity in one catalog."""
+    options = list(catalog)
+    prices = {(o.name, offer.zone, offer.capacity_type): offer.price for o in options for offer in o.offers}
+    return prices, {o.name: o.capacity for o in options}
+
+
+def _price(claim: Claim, prices: Mapping[tuple[str, str, str], float]) -> float:
+    """What the claim costs an hour by its offer (0 until launched, or once its type is gone)."""
+    if not claim.instance_type or not claim.zone or not claim.capacity_type:
+        return 0.0
+    return prices.get((claim.instance_type, claim.zone, claim.capacity_type), 0.0)
 
 
 def judgments(world: World) -> dict[str, Judgment]:
@@ -246,3 +356,9 @@ def judgments(world: World) -> dict[str, Judgment]:
         drifted_since = node.drifted_since if node.drift else None
         out[node.state.nodeclaim] = Judgment(node.drift, drifted_since, since, node.last_pod_event)
     return out
+
+
+def _conditions(claim: Claim) -> tuple[Condition, ...]:
+    """Its node's conditions that are not healthy: Ready's, then the agent's by name."""
+    ready = (Condition(READY, *claim.not_ready),) if claim.not_ready else ()
+    return ready + tuple(Condition(kind, *claim.conditions[kind]) for kind in sorted(claim.conditions))

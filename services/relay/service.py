@@ -128,9 +128,13 @@ class RelayService:
 
         try:
             await listener.add_listener(EVENTS_CHANNEL, notified)
+            # a server that restarts cuts this session first: wake at once, so readiness tells
+            listener.add_termination_listener(notified)
             checked = 0.0
             while not stopping.is_set():
                 woken.clear()
+                if listener.is_closed():
+                    raise ConnectionError("the LISTEN connection closed")
                 await relay.drain()
                 if time.monotonic() - checked >= LOCK_CHECK_SECONDS:  # not on every commit's path
                     checked = time.monotonic()
@@ -138,8 +142,6 @@ class RelayService:
                         raise NotLeader(self.lock.fence)
                     self.backlog = await self.store.head_position() - await relay.checkpoint()
                     self.backlog_gauge.set(self.backlog)
-                if listener.is_closed():
-                    raise ConnectionError("the LISTEN connection closed")
                 quiet = GAP_POLL if relay.waiting_on is not None else QUIET_SECONDS
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_first(woken, stopping), min(quiet, LOCK_CHECK_SECONDS))

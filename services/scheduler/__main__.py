@@ -13,9 +13,11 @@ import typer
 
 from services.scheduler.service import SchedulerService
 from shared import crashes
+from shared.config import STATIC_CAPACITY
 from shared.ports.queue import MessageQueue
 from shared.runtime import logs
 from shared.runtime.process import serve_connected
+from shared.scheduling.rules import MinValuesPolicy
 
 
 def main(
@@ -38,6 +40,8 @@ def main(
             timeout=timedelta(seconds=config.scheduling_timeout),
             queue=queue,
             nodeclasses=config.cloud == "aws",
+            min_values_policy=MinValuesPolicy(config.min_values_policy),
+            static_capacity=config.gates[STATIC_CAPACITY],
         ),
         plans=True,
     )

@@ -6,14 +6,15 @@ pool's limits and budgets. One whose instance still runs is looked at again late
 The other way round, as upstream's instance garbage collection (aws/karpenter-provider-aws
 `pkg/controllers/nodeclaim/garbagecollection`): an instance the cloud lists for this cluster
 whose NodeClaim the log does not hold (a launch whose outcome was lost, a claim that failed after
-the fleet launched) is terminated once it was launched more than `LEAK_GRACE` ago, so a launch
-still being recorded is never taken for a leak.
+the fleet launched), or that is not the instance the log holds for its claim, is terminated once
+it was launched more than `LEAK_GRACE` ago, so a launch still being recorded is never taken for
+a leak.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from services.scheduler.lifecycle import record
@@ -32,12 +33,16 @@ LEAK_GRACE = timedelta(seconds=30)
 log = logging.getLogger("nodewright.scheduler.garbage")
 
 
-def leaked(instances: Iterable[InstanceView], claims: Collection[str], now: datetime) -> list[InstanceView]:
-    """The instances whose NodeClaim is not among `claims` and that were launched at least
-    LEAK_GRACE before `now` (an instance without a launch time is young)."""
+def leaked(instances: Iterable[InstanceView], claims: Mapping[str, str | None], now: datetime) -> list[InstanceView]:
+    """The instances that are no claim's and were launched at least LEAK_GRACE before `now` (an
+    instance without a launch time is young). `claims`: each held claim's instance (None before
+    its launch is recorded, when whatever instance is tagged with it may be its launch in flight).
+    A second instance tagged with a launched claim is a leak too, as upstream matches instances
+    to claims by provider id."""
     out = []
     for instance in instances:
-        if instance.get("nodeclaim") in claims:
+        name = instance.get("nodeclaim")
+        if name in claims and claims[name] in (None, instance.get("providerID")):
             continue
         launched = _instant(instance.get("launchedAt"))
         if launched is not None and now - launched >= LEAK_GRACE:
@@ -98,7 +103,8 @@ class GarbageCollection:
         """Terminate the leaked instances; their provider ids. One the cloud refuses is logged
         and tried again at the next collection."""
         ended = []
-        for instance in leaked(instances, self.projection.claims.keys(), now):
+        held = {name: claim.provider_id for name, claim in self.projection.claims.items()}
+        for instance in leaked(instances, held, now):
             provider_id = str(instance.get("providerID"))
             try:
                 await self.cloud.delete(provider_id)

@@ -182,4 +182,4 @@ class Interruption:
                 action=Action.CORDON_AND_DRAIN.value,
             )
             await self.recorder.publish(interruption_notices(TERMINATING, record.name, record.node), now)
-            self.metrics.disrupted.labels(read.kind.value, record.nodepool, record.capacity_type or "").inc()
+            self.metrics.disrupted.labels(read.kind.value, record.nodepool, record.capacity_type or "", "", "").inc()

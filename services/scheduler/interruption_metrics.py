@@ -41,8 +41,9 @@ class InterruptionMetrics:
             ),
             disrupted=Counter(
                 "karpenter_nodeclaims_disrupted_total",
-                "NodeClaims handed to termination by an interruption message.",
-                ["reason", "nodepool", "capacity_type"],
+                "NodeClaims handed to termination by an interruption message (consolidation_policy and "
+                "termination_mode left empty, as upstream's handler leaves them).",
+                ["reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"],
                 registry=registry,
             ),
         )

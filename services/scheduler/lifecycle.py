@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import nats.errors
+from prometheus_client import Counter
 
 from services.scheduler.projection import ClaimInFlight, Projection
 from shared import acts
@@ -35,10 +36,11 @@ from shared.ports.cloud import (
     NoCompatibleInstanceTypes,
 )
 from shared.runtime import logs
+from shared.runtime.catalogs import Catalogs, Loaded
 from shared.runtime.ledger import Ledger
-from shared.scheduling.claims import instance_option
 from shared.scheduling.offerings import InstanceOption, UnavailableOfferings
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.view import SchedulingView
 from shared.store.eventstore import StoreError, unit
 
 PRODUCER = "scheduler"
@@ -50,17 +52,23 @@ lifecycle = logs.controller("nodeclaim.lifecycle", kind="NodeClaim")
 
 @dataclass
 class Offerings:
-    """The cloud's instance types (asked once) and the offerings it recently could not give
-    (the insufficient-capacity cache): the pass plans around them, a failed launch adds to them."""
+    """The cloud's instance types (`Catalogs`: per node class, refreshed) and the offerings it
+    recently could not give (the insufficient-capacity cache): the pass plans around them, a
+    failed launch adds to them."""
 
     cloud: CloudProvider
-    catalog: list[InstanceOption] = field(default_factory=list)
     unavailable: UnavailableOfferings = field(default_factory=UnavailableOfferings)
+    catalogs: Catalogs = field(init=False)
 
-    async def load(self) -> list[InstanceOption]:
-        if not self.catalog:
-            self.catalog = [instance_option(t) for t in await self.cloud.instance_types()]
-        return self.catalog
+    def __post_init__(self) -> None:
+        self.catalogs = Catalogs(self.cloud)
+
+    @property
+    def catalog(self) -> list[InstanceOption]:
+        return self.catalogs.catalog
+
+    async def load(self, view: SchedulingView | None = None) -> Loaded:
+        return await self.catalogs.load(view)
 
     def mark_unavailable(
         self, claim: ClaimInFlight, now: datetime, refused: Sequence[tuple[str, str, str]] = ()
@@ -97,8 +105,11 @@ async def record(ledger: Ledger, event: c.NodeClaimEvent, now: datetime) -> None
 
 
 class Lifecycle:
-    def __init__(self, ledger: Ledger, projection: Projection, offerings: Offerings) -> None:
+    def __init__(self, ledger: Ledger, projection: Projection, offerings: Offerings, nodes_created: Counter) -> None:
+        """`nodes_created`: upstream's `karpenter_nodes_created_total`, counted as a registration
+        is recorded (upstream counts it as its registration controller marks the claim Registered)."""
         self.ledger, self.projection, self.offerings = ledger, projection, offerings
+        self.nodes_created = nodes_created
         self.requested: set[tuple[str, str]] = set()  # owed steps this leader appended
         self.created_here: set[str] = set()
         """Claims this leader reserved itself and has not asked the cloud for yet: their first
@@ -140,6 +151,9 @@ class Lifecycle:
             if isinstance(result, BaseException):
                 log.warning("lifecycle step refused: %s", result)
             elif result:
+                if step.type == "NodeClaimRegistered":
+                    claim = self.projection.claims.get(step.nodeclaim)
+                    self.nodes_created.labels(step.nodepool, (claim.zone if claim else None) or "").inc()
                 said = acts.registered_nodeclaim if step.type == "NodeClaimRegistered" else acts.initialized_nodeclaim
                 message, fields = said(step.nodeclaim, step.node)
                 lifecycle.info(message, **fields)
@@ -200,6 +214,8 @@ class Lifecycle:
             message, fields = acts.failed_launching(name, str(exc))
             lifecycle.error(message, **fields)
             return None
+        if refused := instance.get("refused"):  # launched, yet some offerings on the way had no capacity
+            self.offerings.mark_unavailable(claim, now, [(str(t), str(z), str(k)) for t, z, k in refused])
         launched = c.NodeClaimLaunched(
             nodeclaim=name,
             nodepool=claim.nodepool,
@@ -231,9 +247,11 @@ def _instance_types(claim: ClaimInFlight) -> list[str]:
 
 def launch_spec(name: str, claim: ClaimInFlight, pool: NodePool) -> dict[str, Any]:
     """What the cloud's create is asked for: the claim's requirements and requests, the pool's
-    template labels (and its name), taints and node class (which a real cloud launches with)."""
+    template labels (and its name), taints and node class (which a real cloud launches with);
+    planned with NodeOverlays, the order of its types (`prioritized`)."""
     template = pool.spec.template
     ref = template.spec.node_class_ref
+    prioritized = {"prioritized": list(claim.prioritized)} if claim.prioritized else {}
     return {
         "nodeclaim": name,
         "nodepool": claim.nodepool,
@@ -243,4 +261,5 @@ def launch_spec(name: str, claim: ClaimInFlight, pool: NodePool) -> dict[str, An
         "labels": {**template.labels, NODEPOOL_LABEL: claim.nodepool},
         "taints": [t.to_dict() for t in template.spec.taints or []],
         "startupTaints": [t.to_dict() for t in template.spec.startup_taints or []],
+        **prioritized,
     }

@@ -8,6 +8,17 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+PROVISIONER = "provisioner"
+"""Upstream's `controller` label of the provisioner's scheduling metrics."""
+PROVISIONED = "provisioned"
+"""Upstream's `reason` of `karpenter_nodeclaims_created_total` for a claim provisioning made."""
+DURATION_BUCKETS = (
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+    *(1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60),
+    *(120, 150, 300, 450, 600),
+)
+"""Upstream's `DurationBuckets` (controller-runtime's, with the long tail)."""
+
 
 def resource_type(name: str) -> str:
     """Karpenter's `resource_type` label: lowercase, `-` as `_`."""
@@ -22,6 +33,7 @@ class SchedulerMetrics:
     ignored: Gauge
     duration: Histogram
     queue: Gauge
+    nodes_created: Counter
     timeouts: Counter
     deferred: Gauge
     usage: Gauge
@@ -38,7 +50,10 @@ class SchedulerMetrics:
                 registry=registry,
             ),
             unschedulable=Gauge(
-                "karpenter_scheduler_unschedulable_pods_count", "Pods the last pass could not place.", registry=registry
+                "karpenter_scheduler_unschedulable_pods_count",
+                "Pods the last pass could not place.",
+                ["controller"],
+                registry=registry,
             ),
             ignored=Gauge(
                 "karpenter_scheduler_ignored_pods_count", "Pods the last pass left alone.", registry=registry
@@ -46,9 +61,22 @@ class SchedulerMetrics:
             duration=Histogram(
                 "karpenter_scheduler_scheduling_duration_seconds",
                 "Duration of one scheduling pass.",
+                ["controller"],
+                buckets=DURATION_BUCKETS,
                 registry=registry,
             ),
-            queue=Gauge("karpenter_scheduler_queue_depth", "Pods waiting for a pass.", registry=registry),
+            queue=Gauge(
+                "karpenter_scheduler_queue_depth",
+                "Pods waiting for a pass (`scheduling_id` empty: counted between passes).",
+                ["controller", "scheduling_id"],
+                registry=registry,
+            ),
+            nodes_created=Counter(
+                "karpenter_nodes_created_total",
+                "Nodes registered for a NodeClaim (NodeClaimRegistered recorded).",
+                ["nodepool", "zone"],
+                registry=registry,
+            ),
             timeouts=Counter(
                 "nodewright_scheduler_pass_timeouts_total",
                 "Passes that reached their time bound and left pods to the next pass.",

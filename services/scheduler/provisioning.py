@@ -15,7 +15,7 @@ from typing import Any
 
 from services.scheduler import kube_events
 from services.scheduler.lifecycle import Lifecycle, Offerings
-from services.scheduler.metrics import SchedulerMetrics, resource_type
+from services.scheduler.metrics import PROVISIONED, PROVISIONER, SchedulerMetrics, resource_type
 from services.scheduler.projection import Projection
 from shared import acts
 from shared.policy.counters import ReservationError
@@ -25,6 +25,7 @@ from shared.runtime.recorder import Recorder
 from shared.scheduling.claims import claim_created, claim_name
 from shared.scheduling.nodeclasses import admitting, waiting_reason
 from shared.scheduling.packing import schedule
+from shared.scheduling.rules import MinValuesPolicy
 from shared.scheduling.values import Bound, PendingPod, Plan, PlannedClaim
 
 log = logs.controller("provisioner")
@@ -42,16 +43,18 @@ class Provisioner:
         *,
         timeout: timedelta,
         monotonic: Callable[[], float],
+        min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT,
     ) -> None:
         """`timeout`: how long one pass may compute, on `monotonic` (real time: the work is this
-        process's, not the simulated clock's)."""
+        process's, not the simulated clock's); `min_values_policy`: upstream's, for each pass."""
         self.ledger, self.projection, self.offerings, self.lifecycle = ledger, projection, offerings, lifecycle
         self.recorder, self.metrics = recorder, metrics
         self.timeout, self.monotonic = timeout, monotonic
+        self.min_values_policy = min_values_policy
 
     async def plan_and_launch(self, now: datetime) -> list[str]:
         """One pass; the names of the claims launched."""
-        catalog = await self.offerings.load()
+        loaded = await self.offerings.load(self.projection)
         live = await self.ledger.store.counters()
         remaining = {name: _remaining(live.get(name), pool) for name, pool in self.projection.pools.items()}
         for name, pool in self.projection.pools.items():
@@ -64,25 +67,27 @@ class Provisioner:
         unready = self.projection.unready()
         for pool, why in unready.items() if waiting else ():  # as upstream's, with pods to schedule
             log.error("ignoring nodepool, not ready", NodePool=acts.ref(pool), reason=why)
-        with self.metrics.duration.time():
+        with self.metrics.duration.labels(PROVISIONER).time():
             started = self.monotonic()
             plan = schedule(
                 waiting,
                 self.projection.capacity(),
                 self.projection.templates(remaining),
-                catalog,
+                loaded.catalog,
                 daemonsets=list(self.projection.daemonsets.values()),
                 unavailable=self.offerings.unavailable,
                 now=now,
                 running=self.projection.running(),
                 bound=Bound(deadline=started + self.timeout.total_seconds(), clock=self.monotonic),
+                pool_catalogs=loaded.pools,
+                min_values_policy=self.min_values_policy,
             )
         self._timed_out(plan)
         reconcile_id = str(uuid.uuid4())
         seconds, sizes = self.monotonic() - started, [len(c.pods) for c in plan.claims]
         for message, fields in acts.scheduled([p.key for p in waiting], seconds, sizes, plan.placed, reconcile_id):
             log.info(message, **fields)
-        self.metrics.unschedulable.set(len(plan.unplaced))
+        self.metrics.unschedulable.labels(PROVISIONER).set(len(plan.unplaced))
         self.metrics.ignored.set(len(plan.ignored))
         view = self.projection
         unplaced = _waiting_on_unready(plan.unplaced, waiting, view, unready)
@@ -123,7 +128,7 @@ class Provisioner:
             log.info("nodepool %s: not creating a NodeClaim: %s", claim.nodepool, exc)
             return None
         self.lifecycle.created_here.add(name)
-        self.metrics.created.labels("provisioning", claim.nodepool, "false").inc()
+        self.metrics.created.labels(PROVISIONED, claim.nodepool, "false").inc()
         types = [t.name for t in created.instance_types]
         message, fields = acts.created_nodeclaim(claim.nodepool, name, created.requests, types, reconcile_id)
         log.info(message, **fields)

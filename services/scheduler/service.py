@@ -23,9 +23,10 @@ from services.scheduler.garbage import GarbageCollection
 from services.scheduler.interruption import Interruption
 from services.scheduler.interruption_metrics import InterruptionMetrics
 from services.scheduler.lifecycle import PRODUCER, Lifecycle, Offerings
-from services.scheduler.metrics import SchedulerMetrics
+from services.scheduler.metrics import PROVISIONER, SchedulerMetrics
 from services.scheduler.projection import PROJECTED, Projection
 from services.scheduler.provisioning import Provisioner
+from services.scheduler.static import StaticProvisioning
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
 from shared.bus.service import ServiceShell, database_answers
@@ -40,6 +41,7 @@ from shared.runtime.leading import lead, quiet, wait
 from shared.runtime.ledger import Ledger
 from shared.runtime.nodeclaims import NodeClaimWriter
 from shared.runtime.recorder import Recorder
+from shared.scheduling.rules import MinValuesPolicy
 from shared.store.eventstore import EventStore
 from shared.store.leader import LeaderLock
 
@@ -72,6 +74,8 @@ class SchedulerService:
         monotonic: Callable[[], float] = time.monotonic,
         queue: MessageQueue | None = None,
         nodeclasses: bool = False,
+        min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT,
+        static_capacity: bool = False,
     ) -> None:
         """`cluster`: where the pods' FailedScheduling and Nominated events and the NodeClaim
         objects go (none: nowhere);
@@ -80,7 +84,10 @@ class SchedulerService:
         the rest to the next pass;
         `queue`: the interruption queue (none: interruption messages are not handled);
         `nodeclasses`: the cloud resolves EC2NodeClasses (AWS), so a pool whose class is not
-        Ready launches nothing (the sim's classes are always ready)."""
+        Ready launches nothing (the sim's classes are always ready);
+        `min_values_policy`: upstream's (NODEWRIGHT_MIN_VALUES_POLICY), for every pass;
+        `static_capacity`: the `StaticCapacity` gate: static NodePools get their replicas
+        (`static`); off, nothing launches for them, as upstream's controller is not started."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.claim_records = NodeClaimRecords()
         self.objects = NodeClaimWriter(cluster, self.claim_records)  # the NodeClaims the log implies
@@ -97,7 +104,7 @@ class SchedulerService:
         self.metrics = SchedulerMetrics.on(self.shell.registry)
         self.ledger = Ledger(store, self.lock, self.consumer, producer=PRODUCER)
         self.offerings = Offerings(cloud)
-        self.lifecycle = Lifecycle(self.ledger, self.projection, self.offerings)
+        self.lifecycle = Lifecycle(self.ledger, self.projection, self.offerings, self.metrics.nodes_created)
         self.garbage = GarbageCollection(self.ledger, self.projection, cloud, self.objects, clock.now())
         recorder = Recorder(cluster)
         self.interruption = (
@@ -123,6 +130,12 @@ class SchedulerService:
             self.metrics,
             timeout=timeout,
             monotonic=monotonic,
+            min_values_policy=min_values_policy,
+        )
+        self.static = (
+            StaticProvisioning(self.ledger, self.projection, self.offerings, self.lifecycle, self.metrics)
+            if static_capacity
+            else None
         )
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -176,8 +189,10 @@ class SchedulerService:
                 continue
             if self.garbage.due(now) and not await _reaching_cloud(self.garbage.collect(now), stopping):
                 continue
+            if self.static is not None and not await _reaching_cloud(self.static.provision(now), stopping):
+                continue
             waiting = self.projection.plannable()
-            self.metrics.queue.set(len(waiting))
+            self.metrics.queue.labels(PROVISIONER, "").set(len(waiting))
             if waiting and first is None and now - last_pass >= self.longest:  # pods still waiting: look again
                 self.projection.changed = True  # (only to open a batch: marked on every tick, it never idles)
             if self.projection.changed and waiting:

@@ -21,7 +21,7 @@ from services.sim.service import SimService, UnknownStep
 from shared import crashes
 from shared.api.scenario import Scenario, ScenarioError
 from shared.bus.connection import BusSettings
-from shared.config import Settings, settings
+from shared.config import STATIC_CAPACITY, Settings, settings
 from shared.runtime import logs, tls
 from shared.runtime.process import aws_configuration, serve
 from shared.runtime.scenarios import load_scenario
@@ -59,6 +59,7 @@ def main(
         nodepools=nodepools,
         watch_history=history,
         cloud_instances=cloud_instances(config),
+        static_capacity=config.gates[STATIC_CAPACITY],
     )
 
     async def run(stopping: asyncio.Event) -> None:

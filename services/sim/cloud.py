@@ -72,6 +72,9 @@ class LaunchRequest:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: list[Taint] = field(default_factory=list)
     startup_taints: list[Taint] = field(default_factory=list)
+    prioritized: list[str] = field(default_factory=list)
+    """The claim's types in its planner's order (NodeOverlays in force): launch the first that
+    can be, as EC2 Fleet's `prioritized` strategy does; empty, the cheapest (`lowest-price`)."""
 
 
 @dataclass(slots=True)
@@ -111,11 +114,12 @@ class SimCloud:
             (it, offering)
             for it, offering, offered in self._offered
             if all(it.allocatable.get(name, Decimal(0)) >= value for name, value in request.requests.items())
-            and not offered.intersects(wanted)
+            and not offered.conflicts(wanted)
         ]
 
     def create(self, request: LaunchRequest, now: datetime) -> Instance:
-        """The cheapest offering not short at `now`: spot when the claim allows an available one
+        """The cheapest offering not short at `now` (or, `prioritized`, the first of its types in
+        that order, then the cheapest): spot when the claim allows an available one
         (as upstream prefers), else on demand. Offerings inside a shortage are left out first, as
         upstream's offering cache marks them unavailable, so a spot shortage falls back to on demand."""
         options = self.candidates(request)
@@ -127,9 +131,11 @@ class SimCloud:
         if not available:
             raise InsufficientCapacity(request.nodeclaim, [(it.name, o.zone, o.capacity_type) for it, o in options])
         capacity_type = SPOT if any(o.capacity_type == SPOT for _, o in available) else ON_DEMAND
+        rank = {name: i for i, name in enumerate(request.prioritized)}
+        last = len(rank)
         it, offering = min(
             ((it, o) for it, o in available if o.capacity_type == capacity_type),
-            key=lambda pair: (pair[1].price, pair[0].name, pair[1].zone),
+            key=lambda pair: (rank.get(pair[0].name, last), pair[1].price, pair[0].name, pair[1].zone),
         )
         self._launched += 1
         suffix = random.Random(f"{self._seed}:{self._launched}").getrandbits(40)

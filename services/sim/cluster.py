@@ -90,6 +90,8 @@ class SimCluster(KubeScheduler, Registry):
         self.history = HISTORY
         """Changes kept per history before a watch from an older version gets 410 (a test cuts
         it short: NODEWRIGHT_SIM_WATCH_HISTORY)."""
+        self.static_capacity = False
+        """The `StaticCapacity` gate: a NodePool that sets `spec.replicas` is admitted only with it on."""
         self._trimmed = {id(self.changes): 0, id(self.api_changes): 0}  # the newest version dropped
         self._versions: dict[tuple[str, str], int] = {}
         self.resource_version = 0
@@ -336,11 +338,23 @@ class SimCluster(KubeScheduler, Registry):
         self._retry_all = self._retry_all or helps
         self.record(NODE, MODIFIED, node.name, node.to_dict(), _node_extra(node))
 
-    def set_ready(self, name: str, ready: bool = True) -> None:
+    def set_ready(self, name: str, ready: bool = True, at: datetime | None = None) -> None:
+        """`at`: when (the condition's lastTransitionTime); the node's creation when not known."""
         node = self.node(name)
         if node.ready != ready:
             node.ready = ready
+            node.ready_since = at or node.created_at
             self._node_changed(node)
+
+    def set_condition(self, name: str, kind: str, status: str, at: datetime) -> None:
+        """A node monitoring agent's condition (`KernelReady`...): False when it finds a fault,
+        True once it clears."""
+        node = self.node(name)
+        was = node.conditions.get(kind, ("True", node.created_at))[0]
+        if was == status:
+            return
+        node.conditions[kind] = (status, at)  # an agent goes on posting it, True once it clears
+        self._node_changed(node, helps=status == "True")
 
     def taint(self, name: str, taint: Taint) -> None:
         node = self.node(name)

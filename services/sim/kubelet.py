@@ -81,7 +81,7 @@ class Kubelets:
                 node = self.cluster.nodes[name]
                 self.cluster.request_node_deletion(name, now)
                 if node.finalizers:  # its kubelet gone with the instance: NotReady until it goes
-                    self.cluster.set_ready(name, False)
+                    self.cluster.set_ready(name, False, now)
             self.cluster.nodeclaim_gone(gone.nodeclaim)
             changed = True
         return changed
@@ -118,13 +118,13 @@ class Kubelets:
         self.cluster.add_node(node)
         self.registered[instance.provider_id] = node.name
         ready = now + registration
-        self._at(ready, lambda: self._ready(instance, startup))
+        self._at(ready, lambda: self._ready(instance, startup, ready))
 
-    def _ready(self, instance: SeenInstance, startup: list[Taint]) -> None:
+    def _ready(self, instance: SeenInstance, startup: list[Taint], at: datetime) -> None:
         name = self.registered.get(instance.provider_id)
         if name is None or name not in self.cluster.nodes:
             return
-        self.cluster.set_ready(name)
+        self.cluster.set_ready(name, True, at)
         for taint in startup:
             self.cluster.untaint(name, taint.key, taint.effect)
 

@@ -138,6 +138,19 @@ class Node:
     finalizers: list[str] = field(default_factory=list)
     deletion_timestamp: datetime | None = None
     """Set by a delete while finalizers hold the node; it goes when the last one is removed."""
+    ready_since: datetime | None = None
+    """When the Ready condition last changed (None: never Ready yet, since its creation)."""
+    conditions: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    """Conditions beside Ready that a node monitoring agent posted (type: status, since), such as
+    `KernelReady` False; one never posted is not there."""
+
+    @property
+    def ready_status(self) -> str:
+        """The Ready condition: True; Unknown once a kubelet that was Ready stopped posting (the
+        node lifecycle controller's); False before it was ever Ready."""
+        if self.ready:
+            return "True"
+        return "Unknown" if self.ready_since is not None else "False"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -149,6 +162,12 @@ class Node:
             "allocatable": _quantities(self.allocatable),
             "createdAt": self.created_at.isoformat(),
             "ready": self.ready,
+            "readyStatus": self.ready_status,
+            "readySince": (self.ready_since or self.created_at).isoformat(),
+            "conditions": [
+                {"type": kind, "status": status, "since": since.isoformat()}
+                for kind, (status, since) in sorted(self.conditions.items())
+            ],
             "deletionTimestamp": self.deletion_timestamp.isoformat() if self.deletion_timestamp else None,
             "finalizers": list(self.finalizers),
         }

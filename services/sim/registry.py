@@ -18,7 +18,7 @@ from typing import Any
 from services.sim.objects import AlreadyExists, NotFound
 from shared.api.labels import NODEPOOL_LABEL, TERMINATION_FINALIZER
 from shared.ports import cluster as ports
-from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODECLAIM, NODEPOOL
+from shared.ports.cluster import ADDED, DELETED, MODIFIED, NODECLAIM, NODEOVERLAY, NODEPOOL
 
 EVENT, NAMESPACE = "Event", "Namespace"
 EC2NODECLASS = "EC2NodeClass"
@@ -27,15 +27,17 @@ EVENTS_KEPT = 10_000
 """Kubernetes Events kept, the oldest dropped first (the API server lets them expire)."""
 INITIAL_NAMESPACES = ("default", "kube-system")
 KARPENTER_API_VERSION = "karpenter.sh/v1"
+OVERLAY_API_VERSION = "karpenter.sh/v1alpha1"
 _UIDS = uuid.UUID("0b9c4f57-6d1f-4d5e-9a57-73696d617069")
-_CLUSTER_SCOPED = frozenset({"Node", NODEPOOL, NODECLAIM, EC2NODECLASS, NAMESPACE})
+_CLUSTER_SCOPED = frozenset({"Node", NODEPOOL, NODECLAIM, EC2NODECLASS, NODEOVERLAY, NAMESPACE})
 _API_VERSIONS = {
     NODEPOOL: KARPENTER_API_VERSION,
     NODECLAIM: KARPENTER_API_VERSION,
     EC2NODECLASS: AWS_API_VERSION,
+    NODEOVERLAY: OVERLAY_API_VERSION,
     "PodDisruptionBudget": "policy/v1",
 }
-CUSTOM_KINDS = (NODEPOOL, NODECLAIM, EC2NODECLASS)
+CUSTOM_KINDS = (NODEPOOL, NODECLAIM, EC2NODECLASS, NODEOVERLAY)
 """The custom resources the sim's API keeps as API objects."""
 
 
@@ -57,6 +59,7 @@ class Registry:
         self.nodepools: dict[str, dict[str, Any]] = {}
         self.nodeclaims: dict[str, dict[str, Any]] = {}
         self.ec2nodeclasses: dict[str, dict[str, Any]] = {}
+        self.nodeoverlays: dict[str, dict[str, Any]] = {}
         self.events: dict[str, dict[str, Any]] = {}  # namespace/name -> core/v1 Event
         self._event_index: dict[tuple[str, str, str, str], str] = {}  # (kind, key, reason, message) -> Event
         self._event_serial = 0
@@ -68,8 +71,13 @@ class Registry:
     # --- karpenter.sh/v1 objects -----------------------------------------------------------------
 
     def custom(self, kind: str) -> dict[str, dict[str, Any]]:
-        """The NodePools, the NodeClaims or the EC2NodeClasses, by name."""
-        return {NODEPOOL: self.nodepools, NODECLAIM: self.nodeclaims, EC2NODECLASS: self.ec2nodeclasses}[kind]
+        """The NodePools, the NodeClaims, the EC2NodeClasses or the NodeOverlays, by name."""
+        return {
+            NODEPOOL: self.nodepools,
+            NODECLAIM: self.nodeclaims,
+            EC2NODECLASS: self.ec2nodeclasses,
+            NODEOVERLAY: self.nodeoverlays,
+        }[kind]
 
     def create_custom(self, kind: str, document: dict[str, Any], now: datetime | None) -> dict[str, Any]:
         """A new custom resource (NodePool, NodeClaim, EC2NodeClass): given its uid, creation time

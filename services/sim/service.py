@@ -34,13 +34,11 @@ from services.sim.api import core as api
 from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
 from services.sim.api.status import ApiError
-from services.sim.cloud import Instance, LaunchRequest
 from services.sim.journal import JOURNAL_FORMAT, Journal, JournalBroken, Step
 from services.sim.kubelet import CloudInstances, SeenInstance
+from services.sim.views import instance_type_view, instance_view, launch_request
 from services.sim.world import World
 from shared.adapters import sim as wire
-from shared.api.core import Requirement, Taint
-from shared.api.quantity import parse
 from shared.api.scenario import Scenario
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
@@ -101,12 +99,15 @@ class SimService:
         nodepools: bool = True,
         watch_history: int | None = None,
         cloud_instances: CloudInstances | None = None,
+        static_capacity: bool = False,
     ) -> None:
         """`world` names the journal a restart resumes (None: a new world nobody resumes); `api`:
         serve the Kubernetes API there (`api_url` once started); `nodepools`: as `World`'s;
         `watch_history`: changes kept for watches (`SimCluster.history`); `cloud_instances`:
-        another cloud's live instances, which the sim's kubelets register as nodes."""
+        another cloud's live instances, which the sim's kubelets register as nodes;
+        `static_capacity`: the gate its API admits static NodePools by (`SimCluster.static_capacity`)."""
         self.world = World(scenario, nodepools=nodepools)
+        self.world.cluster.static_capacity = static_capacity
         if watch_history is not None:
             self.world.cluster.history = watch_history
         self.clock = clock
@@ -118,10 +119,10 @@ class SimService:
         self._lock = asyncio.Lock()
         self._stopping: asyncio.Event | None = None
         self.routes: dict[str, Callable[[dict[str, Any]], Any]] = {
-            wire.INSTANCE_TYPES: lambda body: [_instance_type(t) for t in self.world.cloud.instance_types()],
-            wire.CREATE: lambda body: _instance(self.world.launch(_launch_request(body))),
-            wire.DELETE: lambda body: _instance(self.world.terminate(body["providerID"])),
-            wire.LIST: lambda body: [_instance(i) for i in self.world.cloud.running()],
+            wire.INSTANCE_TYPES: lambda body: [instance_type_view(t) for t in self.world.cloud.instance_types()],
+            wire.CREATE: lambda body: instance_view(self.world.launch(launch_request(body))),
+            wire.DELETE: lambda body: instance_view(self.world.terminate(body["providerID"])),
+            wire.LIST: lambda body: [instance_view(i) for i in self.world.cloud.running()],
         }
         self.refused = Counter(
             "nodewright_sim_requests_refused_total",
@@ -349,44 +350,3 @@ def _untrusted(exc: BaseException) -> NoReturn:
     )
     logging.shutdown()
     os._exit(3)
-
-
-def _launch_request(body: dict[str, Any]) -> LaunchRequest:
-    return LaunchRequest(
-        nodeclaim=body["nodeclaim"],
-        nodepool=body["nodepool"],
-        requirements=[Requirement.model_validate(r) for r in body.get("requirements") or []],
-        requests={k: parse(str(v)) for k, v in (body.get("requests") or {}).items()},
-        labels=dict(body.get("labels") or {}),
-        taints=[Taint.model_validate(t) for t in body.get("taints") or []],
-        startup_taints=[Taint.model_validate(t) for t in body.get("startupTaints") or []],
-    )
-
-
-def _instance(instance: Instance) -> dict[str, Any]:
-    it = instance.instance_type
-    return {
-        "providerID": instance.provider_id,
-        "nodeclaim": instance.request.nodeclaim,
-        "nodepool": instance.request.nodepool,
-        "instanceType": it.name,
-        "zone": instance.offering.zone,
-        "capacityType": instance.offering.capacity_type,
-        "price": instance.offering.price,
-        "capacity": it.capacity_strings(),
-        "allocatable": it.allocatable_strings(),
-        "labels": instance.labels,
-        "launchedAt": instance.launched_at.isoformat(),
-        "state": instance.state,
-        "interruptedAt": instance.interrupted_at.isoformat() if instance.interrupted_at else None,
-    }
-
-
-def _instance_type(it: Any) -> dict[str, Any]:
-    return {
-        "name": it.name,
-        "capacity": it.capacity_strings(),
-        "allocatable": it.allocatable_strings(),
-        "labels": dict(it.labels),
-        "offerings": [{"zone": o.zone, "capacityType": o.capacity_type, "price": o.price} for o in it.offerings],
-    }

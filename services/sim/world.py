@@ -29,11 +29,13 @@ from services.sim.cluster import (
     Workload,
 )
 from services.sim.kubelet import Kubelets, SeenInstance
+from shared.api.core import NODE_READY
 from shared.api.duration import parse_duration
 from shared.api.labels import HOSTNAME_LABEL, NODEPOOL_LABEL
 from shared.api.pod import LabelSelector
 from shared.api.quantity import Quantity
 from shared.api.scenario import Scenario, WorkloadSpec
+from shared.ports.cluster import NODEOVERLAY
 
 SPOT_NOTICE = timedelta(minutes=2)
 NAMESPACE = "default"
@@ -48,8 +50,8 @@ class _Due:
 
 class World:
     def __init__(self, scenario: Scenario, *, nodepools: bool = True) -> None:
-        """`nodepools`: start with the scenario's NodePools; False when its user applies them
-        through the API (`nodewright up` does, before the clock starts)."""
+        """`nodepools`: start with the scenario's NodePools and NodeOverlays; False when its user
+        applies them through the API (`nodewright up` does, before the clock starts)."""
         spec = scenario.spec
         self.scenario = scenario
         self.now = scenario.start
@@ -73,6 +75,8 @@ class World:
         """Nodes for the instances of another cloud (`observe_cloud`)."""
         for pool in scenario.nodepools if nodepools else ():
             self.cluster.apply_nodepool(pool.to_dict(), self.now)
+        for overlay in scenario.nodeoverlays if nodepools else ():  # served whatever the gate, as upstream
+            self.cluster.create_custom(NODEOVERLAY, overlay.to_dict(), self.now)
         for ds in spec.daemon_sets:
             template = PodTemplate(
                 labels={"app": ds.name}, requests=_requests(ds.requests), tolerations=list(ds.tolerations)
@@ -141,7 +145,7 @@ class World:
         elif entry.nodes_not_ready is not None:
             failing = entry.nodes_not_ready
             duration = parse_duration(failing.duration) if failing.duration else None
-            self.nodes_not_ready(failing.nodepool, failing.count, duration)
+            self.nodes_not_ready(failing.nodepool, failing.count, duration, failing.condition)
 
     def delete_nodeclaims(self, nodepool: str, count: int) -> list[str]:
         """A user deleting the `count` oldest live NodeClaims of a pool (those not already going)."""
@@ -155,24 +159,36 @@ class World:
             self.cluster.delete_nodeclaim(name, nodepool, self.now)
         return chosen
 
-    def nodes_not_ready(self, nodepool: str, count: int, duration: timedelta | None = None) -> list[str]:
+    def nodes_not_ready(
+        self, nodepool: str, count: int, duration: timedelta | None = None, condition: str = NODE_READY
+    ) -> list[str]:
         """The `count` oldest Ready nodes of a pool turn NotReady (a kubelet stops posting status),
-        and Ready again after `duration` when one is given and the node is still there."""
+        or, for another `condition`, have it turn False (a node monitoring agent finds a fault),
+        and recover after `duration` when one is given and the node is still there."""
         ready = [
             n
             for n in self.cluster.nodes.values()
-            if n.ready and n.labels.get(NODEPOOL_LABEL) == nodepool and not self.cluster.nodeclaim_deleting(n.name)
+            if n.ready
+            and n.conditions.get(condition, ("True",))[0] == "True"
+            and n.labels.get(NODEPOOL_LABEL) == nodepool
+            and not self.cluster.nodeclaim_deleting(n.name)
         ]
         chosen = [n.name for n in sorted(ready, key=lambda n: (n.created_at, n.name))][:count]
         for name in chosen:
-            self.cluster.set_ready(name, False)
+            self._set(name, condition, False)
             if duration is not None:
-                self._at(self.now + duration, lambda name=name: self._recover(name))
+                self._at(self.now + duration, lambda name=name: self._recover(name, condition))
         return chosen
 
-    def _recover(self, name: str) -> None:
+    def _set(self, name: str, condition: str, healthy: bool) -> None:
+        if condition == NODE_READY:
+            self.cluster.set_ready(name, healthy, self.now)
+        else:
+            self.cluster.set_condition(name, condition, "True" if healthy else "False", self.now)
+
+    def _recover(self, name: str, condition: str = NODE_READY) -> None:
         if name in self.cluster.nodes:
-            self.cluster.set_ready(name, True)
+            self._set(name, condition, True)
 
     # --- the cloud, as the CloudProvider port reaches it -----------------------------------------
 
@@ -199,7 +215,7 @@ class World:
             marked = bool(node.finalizers)
             self.cluster.request_node_deletion(node.name, self.now)
             if marked:  # marked first: its NotReady is that of a node going, never a failure
-                self.cluster.set_ready(node.name, False)
+                self.cluster.set_ready(node.name, False, self.now)
         self.cluster.nodeclaim_gone(instance.request.nodeclaim)
         return instance
 
@@ -225,7 +241,7 @@ class World:
         node = self.node_of(instance)
         if instance.state != "running" or node is None:
             return
-        self.cluster.set_ready(node.name)
+        self.cluster.set_ready(node.name, True, self.now)
         for taint in instance.request.startup_taints:
             self.cluster.untaint(node.name, taint.key, taint.effect)
 

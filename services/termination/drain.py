@@ -16,8 +16,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from prometheus_client import Counter, Histogram
-
+from services.termination.metrics import DrainMetrics
 from services.termination.projection import Projection
 from shared import acts
 from shared.api.labels import EXCLUDE_FROM_LOAD_BALANCERS_LABEL, TERMINATION_FINALIZER, TERMINATION_TIMESTAMP_ANNOTATION
@@ -53,19 +52,6 @@ lifecycle = logs.controller("nodeclaim.lifecycle", kind="NodeClaim")
 def step_id(*parts: object) -> uuid.UUID:
     """A recorded step's id: the same step of the same drain is recorded once, whoever retries it."""
     return uuid.uuid5(_IDS, "/".join(str(p) for p in parts))
-
-
-@dataclass(frozen=True)
-class DrainMetrics:
-    """Upstream's termination metrics: registered by the service, counted by its drains."""
-
-    terminated: Counter
-    nodes_terminated: Counter
-    nodes_drained: Counter
-    pods_drained: Counter
-    eviction_requests: Counter
-    claim_duration: Histogram
-    node_duration: Histogram
 
 
 @dataclass(frozen=True)
@@ -116,6 +102,7 @@ class ClaimDrain:
         self.ended = False  # NodeClaimTerminated recorded by this drain
         self.deletion_asked = False
         self.node_released = False
+        self.instance_asked: datetime | None = None  # the first delete of its instance, in this drain
 
     async def step(self) -> bool:
         """One pass; True once the claim is terminated and its objects released."""
@@ -364,10 +351,14 @@ class ClaimDrain:
                 self.instance_gone = True
                 return
             provider_id = running[0]["providerID"]
+        if self.instance_asked is None:
+            self.instance_asked = ctx.clock.now()
         try:
             await ctx.cloud.delete(provider_id)
         except InstanceNotFound:
             self.instance_gone = True
+            waited = (ctx.clock.now() - self.instance_asked).total_seconds()
+            ctx.metrics.instance_duration.labels(t.nodepool).observe(max(waited, 0.0))
 
     async def delete_node(self, t: Termination, now: datetime) -> None:
         ctx = self.ctx
@@ -379,7 +370,9 @@ class ClaimDrain:
         ctx.metrics.nodes_drained.labels(t.nodepool).inc()
         ctx.metrics.nodes_terminated.labels(t.nodepool, claim.zone or "").inc()
         if t.draining_since is not None:
-            ctx.metrics.node_duration.observe(max((now - t.draining_since).total_seconds(), 0.0))
+            ctx.metrics.node_duration.labels(t.nodepool).observe(max((now - t.draining_since).total_seconds(), 0.0))
+        if claim.registered_at is not None:
+            ctx.metrics.node_lifetime.labels(t.nodepool).observe(max((now - claim.registered_at).total_seconds(), 0.0))
 
     async def finish(self, t: Termination, now: datetime) -> None:
         ctx = self.ctx
@@ -388,7 +381,7 @@ class ClaimDrain:
         await ctx.record([(ended, step_id("terminated", t.nodeclaim))], now)
         ctx.finished.append(t.nodeclaim)
         ctx.metrics.terminated.labels(t.nodepool, claim.capacity_type or "", claim.zone or "").inc()
-        ctx.metrics.claim_duration.observe(max((now - t.requested_at).total_seconds(), 0.0))
+        ctx.metrics.claim_duration.labels(t.nodepool).observe(max((now - t.requested_at).total_seconds(), 0.0))
         if t.node is not None:  # gone: deleted here, or with its instance (upstream says it once its finalizer goes)
             message, fields = acts.deleted_node(t.node, t.nodeclaim)
             log.info(message, **fields)

@@ -20,7 +20,7 @@ from shared.events.envelope import RecordedEvent
 from shared.projections.cluster import STEPS as CLUSTER_STEPS
 from shared.projections.cluster import Cluster, PodState
 from shared.termination.pods import DEFAULT_GRACE_SECONDS, DrainPod, tolerations_of
-from shared.termination.steps import Termination
+from shared.termination.steps import Termination, termination_grace
 
 
 @dataclass(slots=True)
@@ -30,6 +30,8 @@ class Claim:
     capacity_type: str | None = None
     zone: str | None = None
     node: str | None = None
+    registered_at: datetime | None = None
+    """When its node registered: the start of the node's lifetime (`karpenter_nodes_lifetime_duration_seconds`)."""
     launch_failed: bool = False
     requested_at: datetime | None = None
     reason: str = "Manual"
@@ -89,7 +91,7 @@ class Projection:
             reason=claim.reason,
             node=node,
             node_gone=node is not None and node not in self.nodes,
-            grace_period=self.grace.get(claim.nodepool),
+            grace_period=termination_grace(claim.reason, self.grace.get(claim.nodepool)),
             draining_since=claim.draining_since,
             instance_gone=claim.launch_failed,
         )
@@ -135,6 +137,7 @@ def _claim_registered(p: Projection, e: c.NodeClaimRegistered, r: RecordedEvent)
     claim = p.claims.get(e.nodeclaim)
     if claim is not None:
         claim.node = e.node
+        claim.registered_at = claim.registered_at or r.occurred_at
 
 
 def _deletion(p: Projection, e: c.NodeClaimDeletionRequested, r: RecordedEvent) -> None:

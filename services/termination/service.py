@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Gauge
 
-from services.termination.drain import ClaimDrain, DrainContext, DrainMetrics, log
+from services.termination.drain import ClaimDrain, DrainContext, log
+from services.termination.metrics import DrainMetrics
 from services.termination.projection import PROJECTED, Projection
 from shared.bus.connection import BusSettings
 from shared.bus.projection import ProjectionConsumer
@@ -79,39 +80,7 @@ class TerminationService:
         Gauge(
             "nodewright_termination_draining", "NodeClaims this replica is terminating now.", registry=registry
         ).set_function(lambda: len(self.active))
-        metrics = DrainMetrics(
-            terminated=Counter(
-                "karpenter_nodeclaims_terminated_total",
-                "NodeClaims terminated.",
-                ["nodepool", "capacity_type", "zone"],
-                registry=registry,
-            ),
-            nodes_terminated=Counter(
-                "karpenter_nodes_terminated_total", "Nodes terminated.", ["nodepool", "zone"], registry=registry
-            ),
-            nodes_drained=Counter("karpenter_nodes_drained_total", "Nodes drained.", ["nodepool"], registry=registry),
-            pods_drained=Counter(
-                "karpenter_pods_drained_total", "Pods drained off terminating nodes.", ["reason"], registry=registry
-            ),
-            eviction_requests=Counter(
-                "karpenter_pods_eviction_requests_total",
-                "Eviction API requests, by answer.",
-                ["code"],
-                registry=registry,
-            ),
-            claim_duration=Histogram(
-                "karpenter_nodeclaims_termination_duration_seconds",
-                "From a NodeClaim's deletion request to its termination (clock seconds).",
-                buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
-                registry=registry,
-            ),
-            node_duration=Histogram(
-                "karpenter_nodes_termination_duration_seconds",
-                "From a node's drain start to its deletion (clock seconds).",
-                buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
-                registry=registry,
-            ),
-        )
+        metrics = DrainMetrics.on(registry)
         self.drains = DrainContext(
             projection=self.projection,
             cluster=cluster,

@@ -9,7 +9,7 @@ import typer
 
 from services.watcher.nodeclasses import Resolver
 from services.watcher.service import WatcherService
-from shared.config import Settings
+from shared.config import NODE_OVERLAY, Settings
 from shared.runtime import logs
 from shared.runtime.process import aws_configuration, serve_connected
 
@@ -22,7 +22,14 @@ def main(
     serve_connected(
         "watcher",
         lambda store, world, bus, config: WatcherService(
-            store, world.cluster, config.clock(), bus, port=port, resolver=_resolver(config, world.cluster)
+            store,
+            world.cluster,
+            config.clock(),
+            bus,
+            port=port,
+            resolver=_resolver(config, world.cluster),
+            overlays=config.gates[NODE_OVERLAY],
+            cloud=world.cloud,
         ),
     )
 

@@ -16,18 +16,24 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from shared.api.core import agent_condition
 from shared.api.labels import NODEPOOL_LABEL
 from shared.api.validation import validate_nodepool
 from shared.events import contracts as c
 from shared.events.decode import handled
-from shared.events.envelope import only_event_id
+from shared.events.envelope import NewEvent, only_event_id
 from shared.policy.drift import DRIFT_HASH_VERSION, drift_hash
 from shared.ports.cluster import DAEMONSET, DELETED, NODE, NODECLAIM, NODEPOOL, PDB, POD, Snapshot, WatchEvent
+from shared.store.units import Unit, unit
 
 _LIST_ORDER = {NODEPOOL: 0, DAEMONSET: 1, NODE: 1, PDB: 2, NODECLAIM: 2, POD: 3}
 _IDS = uuid.UUID("6f0c6a5e-9a57-4a3e-8a0e-6e6f64657772")
+
+
+PRODUCER = "watcher"
 
 
 def fact_id(*parts: object) -> uuid.UUID:
@@ -38,6 +44,15 @@ def fact_id(*parts: object) -> uuid.UUID:
 class Fact:
     event: c.Event
     event_id: uuid.UUID
+
+
+def fact_units(facts: Iterable[Fact], now: datetime) -> list[Unit]:
+    """Each fact in a unit of its own, under its own id, in the order seen: an id the log already
+    holds is dropped by the store (a fact reported again after a restart)."""
+    return [
+        unit(f.event.stream_id, None, [NewEvent.of(f.event, occurred_at=now, producer=PRODUCER, event_id=f.event_id)])
+        for f in facts
+    ]
 
 
 @dataclass(slots=True)
@@ -53,6 +68,8 @@ class _Node:
     nodeclaim: str | None = None
     initialized: bool = False
     ready: bool = True  # once initialized: what the log last said
+    conditions: dict[str, str] = field(default_factory=dict)
+    """Its other `*Ready` conditions not True, as the log last said (absent: True)."""
 
 
 @dataclass(slots=True)
@@ -192,11 +209,48 @@ class Facts:
             and not obj.get("deletionTimestamp")  # going: its kubelet stops, and nothing waits on it
         ):
             known.ready = bool(obj.get("ready"))
-            kind = c.NodeClaimReady if known.ready else c.NodeClaimNotReady
-            flipped = kind(nodeclaim=nodeclaim, nodepool=nodepool, node=event.key)
+            flipped: c.NodeClaimReady | c.NodeClaimNotReady
+            if known.ready:
+                flipped = c.NodeClaimReady(nodeclaim=nodeclaim, nodepool=nodepool, node=event.key)
+            else:
+                status = "Unknown" if obj.get("readyStatus") == "Unknown" else "False"
+                since = obj.get("readySince")
+                flipped = c.NodeClaimNotReady(
+                    nodeclaim=nodeclaim, nodepool=nodepool, node=event.key, status=status, since=since
+                )
             out.append(Fact(flipped, fact_id(flipped.TYPE, provider_id, event.resource_version)))
+        if known.initialized and nodeclaim and nodepool and not obj.get("deletionTimestamp"):
+            out.extend(self._conditions(known, event, nodeclaim, nodepool, provider_id))
         if obj.get("deletionTimestamp") and nodeclaim and nodepool:
             out.extend(self._deletion_requested(nodeclaim, nodepool))
+        return out
+
+    def _conditions(
+        self, known: _Node, event: WatchEvent, nodeclaim: str, nodepool: str, provider_id: str
+    ) -> list[Fact]:
+        """Each change of a `*Ready` condition other than Ready (the node monitoring agent's: True
+        when healthy), once the node is initialized: what node repair's policies name beside Ready.
+        Other conditions (the kubelet's pressure ones) name no repair policy, and are not recorded."""
+        out: list[Fact] = []
+        for condition in event.object.get("conditions") or ():
+            kind, status = condition.get("type"), condition.get("status")
+            if not agent_condition(kind) or status not in ("True", "False", "Unknown"):
+                continue
+            if status == known.conditions.get(kind, "True"):
+                continue
+            if status == "True":
+                known.conditions.pop(kind, None)
+            else:
+                known.conditions[kind] = status
+            changed = c.NodeClaimConditionChanged(
+                nodeclaim=nodeclaim,
+                nodepool=nodepool,
+                node=event.key,
+                condition=kind,
+                status=status,
+                since=condition.get("since"),
+            )
+            out.append(Fact(changed, fact_id(changed.TYPE, provider_id, kind, event.resource_version)))
         return out
 
     def _startup_taints_left(self, nodepool: str | None, obj: Mapping[str, Any]) -> bool:
@@ -214,7 +268,7 @@ class Facts:
                 return []  # never in force: nothing to take back
             deleted = c.NodePoolDeleted(nodepool=event.key)
             return [Fact(deleted, fact_id("NodePoolDeleted", event.key, known.version))]
-        desired = _desired(event.object)
+        desired = desired_spec(event.object)
         if known is not None and known.desired == desired:
             return []  # a status update (such as our own condition), not a new spec
         result = validate_nodepool(event.object)
@@ -321,13 +375,23 @@ def _node_readiness(f: Facts, e: c.NodeClaimReady | c.NodeClaimNotReady) -> None
         f.nodes[e.node].ready = isinstance(e, c.NodeClaimReady)
 
 
+def _node_condition(f: Facts, e: c.NodeClaimConditionChanged) -> None:
+    known = f.nodes.get(e.node)
+    if known is None:
+        return
+    if e.status == "True":
+        known.conditions.pop(e.condition, None)
+    else:
+        known.conditions[e.condition] = e.status
+
+
 def _node_deleted(f: Facts, e: c.NodeDeleted) -> None:
     f.nodes.pop(e.node, None)
 
 
 def _pool_recorded(f: Facts, e: c.NodePoolApplied | c.NodePoolRejected) -> None:
     document = e.nodepool_object
-    desired = _desired(document) if document is not None else None
+    desired = desired_spec(document) if document is not None else None
     valid = isinstance(e, c.NodePoolApplied)
     startup = _startup_taints(document) if valid and document else frozenset()
     f.pools[e.nodepool] = _Pool(e.resource_version or 0, desired, valid, startup)
@@ -374,6 +438,7 @@ _REMEMBER: dict[type[c.Event], Callable[[Facts, Any], None]] = {
     c.NodeClaimDeletionRequested: _deletion_requested,
     c.NodeClaimNotReady: _node_readiness,
     c.NodeClaimReady: _node_readiness,
+    c.NodeClaimConditionChanged: _node_condition,
 }
 WATCHER_FACTS = tuple(sorted(handled(_REMEMBER)))
 """The facts the watcher reads back from the log when it starts: those it appends."""
@@ -383,8 +448,9 @@ SERVER_SET = frozenset({"resourceVersion", "generation", "managedFields", "uid",
 """Metadata the API server keeps, which a status write changes though the user asked nothing new."""
 
 
-def _desired(document: Mapping[str, Any]) -> dict[str, Any]:
-    """A NodePool without its status and the server's own metadata: what the user asked for."""
+def desired_spec(document: Mapping[str, Any]) -> dict[str, Any]:
+    """An object (a NodePool, a NodeOverlay) without its status and the server's own metadata:
+    what the user asked for."""
     out = {k: v for k, v in document.items() if k != "status"}
     metadata = out.get("metadata")
     if isinstance(metadata, Mapping):

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from services.watcher.facts import Fact, fact_id
+from services.watcher.pool_status import NOT_FOUND
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.nodeclass import REQUEUE_SECONDS, Resolution
 from shared.events import contracts as c
@@ -63,7 +64,7 @@ class NodeClasses:
             return False
         if change.action == DELETED:
             self.documents.pop(change.key, None)
-            return False
+            return change.key in self.recorded  # the log must learn it is gone
         old = self.documents.get(change.key)
         self.documents[change.key] = change.object
         return old is None or old.get("spec") != change.object.get("spec")
@@ -84,6 +85,22 @@ class NodeClasses:
             security_groups=list(resolution.security_groups),
             amis=list(resolution.amis),
         )
+        return self._changed(event)
+
+    def gone(self, name: str) -> Fact | None:
+        """The fact that a class the log holds is no longer in the cluster (upstream's pools on
+        it turn NodeClassNotFound), unless the log already says so."""
+        if name not in self.recorded:
+            return None
+        _, reason, message = NOT_FOUND
+        return self._changed(c.NodeClassStatusChanged(nodeclass=name, ready=False, reason=reason, message=message))
+
+    def known(self) -> list[str]:
+        """Every class in the cluster or in the log: what a periodic pass looks at."""
+        return sorted(self.documents.keys() | self.recorded.keys())
+
+    def _changed(self, event: c.NodeClassStatusChanged) -> Fact | None:
+        name = event.nodeclass
         if self.recorded.get(name) == recorded_key(event):
             return None
         return Fact(event, fact_id(event.TYPE, name, self.changes.get(name, 0)))
@@ -119,7 +136,7 @@ class NodeClassController:
                 await asyncio.wait_for(self.wake.wait(), timeout=REQUEUE_SECONDS)
                 names = sorted(self.pending)
             except TimeoutError:
-                names = sorted(self.classes.documents)
+                names = self.classes.known()
             self.wake.clear()
             self.pending.clear()
             for name in names:
@@ -131,6 +148,7 @@ class NodeClassController:
         (the API admits only valid ones)."""
         document = self.classes.documents.get(name)
         if document is None:
+            await self._gone(name)
             return
         try:
             nodeclass = EC2NodeClass.model_validate(document)
@@ -141,13 +159,24 @@ class NodeClassController:
         try:
             resolution = await self.resolver.resolve(nodeclass, self.now(), previous)
             await self.patch(name, resolution.status)
-            fact = self.classes.fact(name, resolution)
-            if fact is not None:
-                await self.record([fact])
-                self.classes.remember([fact.event])
-                if self.changed is not None:
-                    await self.changed(name)
+            await self._recorded(name, self.classes.fact(name, resolution))
         except NotFound:
             return  # deleted meanwhile: its deletion is the next change
         except self.retried as exc:
             log.warning("EC2NodeClass %s not resolved (%r); trying again later", name, exc)
+
+    async def _gone(self, name: str) -> None:
+        """A class deleted: recorded not ready, so no pass launches into its pools any more."""
+        try:
+            await self._recorded(name, self.classes.gone(name))
+        except self.retried as exc:
+            log.warning("EC2NodeClass %s: its deletion not recorded (%r); trying again later", name, exc)
+
+    async def _recorded(self, name: str, fact: Fact | None) -> None:
+        """Record a changed fact; the pools on the class then write their conditions again."""
+        if fact is None:
+            return
+        await self.record([fact])
+        self.classes.remember([fact.event])
+        if self.changed is not None:
+            await self.changed(name)

@@ -19,7 +19,8 @@ MESSAGE_BYTES = 32768
 """The API's limit on a condition's message."""
 
 
-def _condition(kind: str, ok: bool, reason: str, message: str, now: datetime) -> dict[str, Any]:
+def status_condition(kind: str, ok: bool, reason: str, message: str, now: datetime) -> dict[str, Any]:
+    """A status condition as the API holds it, its message cut to the API's limit."""
     return {
         "type": kind,
         "status": "True" if ok else "False",
@@ -61,13 +62,13 @@ def conditions(
     transition time (`previous`: the pool's conditions as read)."""
     valid = not errors
     message = "; ".join(f"{e['path']}: {e['message']}" for e in errors or [])
-    validation = _condition(
+    validation = status_condition(
         "ValidationSucceeded", valid, "ValidationSucceeded" if valid else "ValidationFailed", message, now
     )
     class_ready, class_reason, class_message = nodeclass
-    nodeclass_condition = _condition("NodeClassReady", class_ready, class_reason, class_message, now)
+    nodeclass_condition = status_condition("NodeClassReady", class_ready, class_reason, class_message, now)
     unhealthy = [kind for kind, ok in (("ValidationSucceeded", valid), ("NodeClassReady", class_ready)) if not ok]
-    ready = _condition(
+    ready = status_condition(
         "Ready",
         not unhealthy,
         "UnhealthyDependents" if unhealthy else "Ready",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -20,19 +21,24 @@ import asyncpg
 from prometheus_client import Counter
 
 from services.watcher import pool_status
-from services.watcher.facts import WATCHER_FACTS, Fact, Facts
+from services.watcher.facts import PRODUCER, WATCHER_FACTS, Fact, Facts, fact_units
 from services.watcher.nodeclasses import NodeClassController, NodeClasses, Resolver
+from services.watcher.overlays import OVERLAY_FACTS, Overlays
+from services.watcher.overlays import REFRESH as OVERLAY_REFRESH
+from services.watcher.overlays import conditions as overlay_conditions
+from services.watcher.pool_status import same_conditions
 from shared.bus.connection import BusSettings
 from shared.bus.service import ServiceShell, database_answers
 from shared.clock import Clock
 from shared.events.decode import decode
-from shared.events.envelope import NewEvent
 from shared.outages import OUTAGES
 from shared.policy.counters import ReservationError
+from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import EC2NODECLASS, Cluster, ClusterError, Gone, NotFound, WatchEvent
-from shared.store.eventstore import EventStore, unit
+from shared.runtime.catalogs import Catalogs, resolution
+from shared.scheduling.view import SchedulingView
+from shared.store.eventstore import EventStore
 
-PRODUCER = "watcher"
 RETRY_SECONDS = 0.5
 COUNT_SECONDS = 1.0
 MAX_RETRY_SECONDS = 10.0
@@ -59,15 +65,22 @@ class WatcherService:
         *,
         port: int = 0,
         resolver: Resolver | None = None,
+        overlays: bool = False,
+        cloud: CloudProvider | None = None,
     ) -> None:
         """`resolver`: the AWS cloud's EC2NodeClass resolver; with one, the watcher runs the
-        EC2NodeClass controller and a NodePool's NodeClassReady follows its class."""
+        EC2NodeClass controller and a NodePool's NodeClassReady follows its class. `overlays`:
+        the `NodeOverlay` gate; with it and the `cloud` (its catalog), the watcher records
+        NodeOverlays and writes their status (`services.watcher.overlays`)."""
         self.store = store
         self.cluster = cluster
         self.clock = clock
         self.facts = Facts()
         self.resolver = resolver
         self.nodeclasses = NodeClasses()
+        self.overlays = Overlays(overlays)
+        self.catalogs = Catalogs(cloud) if cloud is not None and overlays else None
+        self._resolved_at: float | None = None
         self.controller: NodeClassController | None = None
         self._pools: dict[str, Fact] = {}  # the last NodePoolApplied/Rejected fact
         self.synced = False
@@ -101,6 +114,8 @@ class WatcherService:
         tasks = [watching, counting]
         if self.resolver is not None:
             tasks.append(asyncio.create_task(self._resolve_classes()))
+        if self.catalogs is not None:
+            tasks.append(asyncio.create_task(self._overlay_statuses()))
         try:
             stopped = asyncio.create_task(stopping.wait())
             await asyncio.wait({watching, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -143,7 +158,7 @@ class WatcherService:
             WATCH_ERRORS,
         )
         self.controller.changed = self._class_changed
-        for name in self.nodeclasses.documents:
+        for name in self.nodeclasses.known():  # those deleted while no watcher ran among them
             self.controller.touched(name)
         await self.controller.run()
 
@@ -160,10 +175,13 @@ class WatcherService:
     async def _list_and_watch(self, reason: str) -> None:
         facts = Facts()
         classes = NodeClasses()
-        async for page in self.store.read_recorded((*WATCHER_FACTS, "NodeClassStatusChanged")):
+        overlays = Overlays(self.overlays.enabled)
+        async for page in self.store.read_recorded((*WATCHER_FACTS, *OVERLAY_FACTS, "NodeClassStatusChanged")):
             events = [decode(recorded) for recorded in page]
             facts.remember(events)
             classes.remember(events)
+            overlays.remember(events)
+        self.overlays = overlays
         self.facts = facts
         self.nodeclasses.recorded, self.nodeclasses.changes = classes.recorded, classes.changes
         snapshot = await self.cluster.snapshot()
@@ -171,8 +189,10 @@ class WatcherService:
         present = {e.key for e in snapshot.objects if e.kind == EC2NODECLASS}
         for gone in set(self.nodeclasses.documents) - present:
             del self.nodeclasses.documents[gone]
+            if self.controller is not None:
+                self.controller.touched(gone)
         self._observe_classes(snapshot.objects)
-        await self.record(facts.resync(snapshot))
+        await self.record([*facts.resync(snapshot), *overlays.resync(snapshot)])
         self.synced = True
         changes: asyncio.Queue[WatchEvent] = asyncio.Queue()
 
@@ -193,7 +213,9 @@ class WatcherService:
                 while not changes.empty():
                     batch.append(changes.get_nowait())
                 self._observe_classes(batch)
-                await self.record([fact for change in batch for fact in facts.observe(change)])
+                await self.record(
+                    [fact for change in batch for fact in (*facts.observe(change), *overlays.observe(change))]
+                )
         finally:
             pumping.cancel()
             with contextlib.suppress(asyncio.CancelledError, *WATCH_ERRORS):
@@ -206,14 +228,7 @@ class WatcherService:
         if not facts:
             return
         now = self.clock.now()
-        units = [
-            unit(
-                f.event.stream_id,
-                None,
-                [NewEvent.of(f.event, occurred_at=now, producer=PRODUCER, event_id=f.event_id)],
-            )
-            for f in facts
-        ]
+        units = fact_units(facts, now)
         for fact, result in zip(facts, await self.store.append_units(units), strict=True):
             if isinstance(result, ReservationError) and fact.event.TYPE == "NodeClaimDeletionRequested":
                 log.warning("a deletion of %s the log cannot take: %s", fact.event.stream_id, result)
@@ -246,6 +261,38 @@ class WatcherService:
         written = pool_status.conditions(getattr(event, "errors", None), now, previous, nodeclass)
         with contextlib.suppress(NotFound):  # deleted meanwhile: its deletion is the next fact
             await self.cluster.patch_nodepool_status(event.nodepool, {"conditions": written})
+
+    async def _overlay_statuses(self) -> None:
+        """Upstream's NodeOverlay controller: once something changed (or `REFRESH` passed), every
+        overlay resolved against every pool's catalog, and each status written where it changed.
+        A failure waits for the next round."""
+        assert self.catalogs is not None
+        while True:
+            await asyncio.sleep(COUNT_SECONDS)
+            stale = self._resolved_at is None or time.monotonic() - self._resolved_at >= OVERLAY_REFRESH
+            if not self.synced or not (self.overlays.dirty or stale):
+                continue
+            self.overlays.dirty, self._resolved_at = False, time.monotonic()
+            try:
+                await self._write_overlay_statuses()
+            except (CloudError, *WATCH_ERRORS) as exc:
+                self.overlays.dirty = True
+                log.warning("NodeOverlay statuses not written (%r); trying again", exc)
+
+    async def _write_overlay_statuses(self) -> None:
+        assert self.catalogs is not None
+        overlays = self.overlays
+        in_force = overlays.in_force()
+        loaded = await self.catalogs.load(SchedulingView(pools=dict(overlays.pools)))
+        resolved = resolution(loaded, overlays.pools, in_force.values())
+        now = self.clock.now()
+        for name in in_force:
+            previous = ((overlays.documents.get(name) or {}).get("status") or {}).get("conditions") or []
+            written = overlay_conditions(name, resolved, now, previous)
+            if previous and same_conditions(previous, written):
+                continue
+            with contextlib.suppress(NotFound):  # deleted meanwhile
+                await self.cluster.patch_nodeoverlay_status(name, {"conditions": written})
 
     async def _count(self) -> None:
         """Each pool's `nodes` and `resources`, from the log's counters, written when changed; a

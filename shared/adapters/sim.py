@@ -9,6 +9,7 @@ that service's own inbox, so the sim knows who asks and answers only what
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -16,6 +17,7 @@ from nats.aio.client import Client
 
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
+from shared.disruption.repair import AWS_REPAIR_POLICIES, RepairPolicy
 from shared.ports.cloud import (
     CloudError,
     InstanceNotFound,
@@ -76,7 +78,8 @@ class SimClient:
 
     # --- CloudProvider ---------------------------------------------------------------------------
 
-    async def instance_types(self) -> list[dict[str, Any]]:
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
+        """The sim's classes change nothing of a type: one answer for every pool."""
         return list(await self.call(INSTANCE_TYPES))
 
     async def create(self, spec: LaunchSpec) -> InstanceView:
@@ -90,3 +93,7 @@ class SimClient:
 
     async def list(self) -> list[InstanceView]:
         return list(await self.call(LIST))
+
+    def repair_policies(self) -> Sequence[RepairPolicy]:
+        """The sim declares the AWS provider's, as upstream's kwok provider declares a provider's."""
+        return AWS_REPAIR_POLICIES

@@ -13,6 +13,16 @@ from shared.api.base import APIModel
 from shared.api.bounds import MAX_INT64, Int64
 from shared.api.labels import QUALIFIED_KEY_PATTERN
 
+NODE_READY = "Ready"
+"""The kubelet's node condition."""
+
+
+def agent_condition(kind: object) -> bool:
+    """A node condition of the `*Ready` family other than the kubelet's Ready (the node monitoring
+    agent's: `KernelReady`, `StorageReady`...), True when healthy: the conditions beside Ready
+    that node repair policies name, and so the ones the watcher records."""
+    return isinstance(kind, str) and kind != NODE_READY and kind.endswith(NODE_READY)
+
 
 class ObjectMeta(APIModel):
     """Standard object metadata; every field a `kubectl get -o yaml` prints is accepted."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from shared.api.loading import MAX_NESTING, LoadError, yaml_documents
 from shared.api.nodeclass_validation import NodeClassValidation, validate_nodeclass
+from shared.api.nodeoverlay_validation import OverlayValidation, validate_overlay
 from shared.api.nodepool import NodePool
 from shared.api.validation import NodePoolValidation, validate_nodepool
 
@@ -69,14 +70,18 @@ def validate_text(text: str, max_nesting: int = MAX_NESTING) -> list[NodePoolVal
     return [validate_nodepool(d.body) for d in nodepool_documents(text, max_nesting)]
 
 
-_VALIDATORS = {"NodePool": validate_nodepool, "EC2NodeClass": validate_nodeclass}
-_API_LIST_KINDS = ("List", "NodePoolList", "EC2NodeClassList")
+_VALIDATORS = {"NodePool": validate_nodepool, "EC2NodeClass": validate_nodeclass, "NodeOverlay": validate_overlay}
+_API_LIST_KINDS = ("List", "NodePoolList", "EC2NodeClassList", "NodeOverlayList")
+Validation = NodePoolValidation | NodeClassValidation | OverlayValidation
 
 
-def validate_api_text(text: str, max_nesting: int = MAX_NESTING) -> list[NodePoolValidation | NodeClassValidation]:
-    """Every NodePool and EC2NodeClass in the text validated, in order (`nodewright validate`);
-    raises DocumentError for any other kind, naming the document."""
-    out: list[NodePoolValidation | NodeClassValidation] = []
+def validate_api_text(
+    text: str, max_nesting: int = MAX_NESTING, *, static_capacity: bool | None = None
+) -> list[Validation]:
+    """Every NodePool, EC2NodeClass and NodeOverlay in the text validated, in order (`nodewright
+    validate`); raises DocumentError for any other kind, naming the document. `static_capacity`:
+    the gate a NodePool's `spec.replicas` is admitted by (None: not checked)."""
+    out: list[Validation] = []
     for index, doc in enumerate(_safe_load_all(text, max_nesting)):
         if not isinstance(doc, dict):
             raise DocumentError(f"document {index + 1} is not a mapping (got {type(doc).__name__})")
@@ -90,9 +95,13 @@ def validate_api_text(text: str, max_nesting: int = MAX_NESTING) -> list[NodePoo
             if kind not in _VALIDATORS:
                 shown = f"kind {kind!r}" if kind is not None else "no kind"
                 raise DocumentError(
-                    f"document {index + 1} has {shown}; only NodePool and EC2NodeClass documents are accepted"
+                    f"document {index + 1} has {shown};"
+                    " only NodePool, EC2NodeClass and NodeOverlay documents are accepted"
                 )
-            out.append(_VALIDATORS[kind](item))
+            if kind == "NodePool":
+                out.append(validate_nodepool(item, static_capacity=static_capacity))
+            else:
+                out.append(_VALIDATORS[kind](item))
     return out
 
 

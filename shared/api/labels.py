@@ -30,6 +30,7 @@ EXCLUDE_FROM_LOAD_BALANCERS_LABEL = "node.kubernetes.io/exclude-from-external-lo
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 NODEPOOL_HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
+MIN_VALUES_RELAXED_ANNOTATION = "karpenter.sh/nodeclaim-min-values-relaxed"
 NODECLASS_LABEL_PREFIX = "karpenter.k8s.aws"
 
 CAPACITY_TYPES = frozenset({"on-demand", "spot", "reserved"})

@@ -26,8 +26,7 @@ from shared.api.ec2nodeclass import (
     InterfaceType,
     KubeletConfiguration,
 )
-from shared.api.labels import annotation_errors, is_dns1123_subdomain, label_errors
-from shared.api.validation import FieldError, document_name, schema_errors
+from shared.api.validation import FieldError, document_name, object_metadata_errors, schema_errors
 
 ALIAS_FAMILIES = {
     "al2": AMIFamily.AL2,
@@ -298,18 +297,7 @@ def kubelet_errors(kubelet: KubeletConfiguration) -> Iterator[FieldError]:
 
 def nodeclass_rule_errors(nodeclass: EC2NodeClass) -> list[FieldError]:
     """The CRD's CEL rules (and the API server's metadata checks), on an object that passed the schema."""
-    errors: list[FieldError] = []
-    if not nodeclass.metadata.name:
-        errors.append(FieldError("metadata.name", "Required value"))
-    else:
-        errors += [
-            FieldError("metadata.name", f'Invalid value: "{nodeclass.name}": {e}')
-            for e in is_dns1123_subdomain(nodeclass.name)
-        ]
-    for value, e in label_errors(nodeclass.metadata.labels or {}):
-        errors.append(FieldError("metadata.labels", f'Invalid value: "{value}": {e}'))
-    for key, e in annotation_errors(nodeclass.metadata.annotations or {})[0]:
-        errors.append(FieldError("metadata.annotations", f'Invalid value: "{key}": {e}'))
+    errors = object_metadata_errors(nodeclass.metadata)
     spec = nodeclass.spec
     for rules in (
         _identity_errors(spec),

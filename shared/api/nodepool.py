@@ -1,5 +1,6 @@
 """The karpenter.sh/v1 NodePool, field for field, plus nodewright's two extensions:
-`budgets[].timeZone` and `disruption.nodeLimitMode`."""
+`budgets[].timeZone` and `disruption.nodeLimitMode`. `spec.replicas` makes a static NodePool
+(upstream's alpha, behind the `StaticCapacity` gate: `docs/static-capacity.md`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StrictInt, field_validator
 
 from shared.api.base import APIModel
-from shared.api.bounds import Int64, budget_nodes_error
+from shared.api.bounds import MAX_INT64, Int64, budget_nodes_error
 from shared.api.core import Condition, NodeClassReference, ObjectMeta, Requirement, Taint
 from shared.api.cron import SCHEDULE_PATTERN
 from shared.api.duration import (
@@ -41,6 +42,8 @@ class DisruptionReason(StrEnum):
 class ConsolidationPolicy(StrEnum):
     WHEN_EMPTY = "WhenEmpty"
     WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+    BALANCED = "Balanced"
+    """Consolidate only where the savings are worth the disruption (shared/disruption/balanced.py)."""
 
 
 class NodeLimitMode(StrEnum):
@@ -92,16 +95,6 @@ class Disruption(APIModel):
     consolidate_after: Annotated[str, Field(pattern=NILLABLE_DURATION_PATTERN), GoDuration] = "0s"
     budgets: Annotated[list[Budget], Field(max_length=50)] = Field(default_factory=_default_budgets)
     node_limit_mode: NodeLimitMode = NodeLimitMode.HARD
-
-    @field_validator("consolidation_policy", mode="before")
-    @classmethod
-    def _balanced_not_supported(cls, value: Any) -> Any:
-        if value == "Balanced":
-            raise ValueError(
-                'Unsupported value: "Balanced": the Balanced policy (Karpenter v1.14+) is not supported by '
-                'nodewright yet; use "WhenEmpty" or "WhenEmptyOrUnderutilized"'
-            )
-        return value
 
     @property
     def consolidate_after_timedelta(self) -> timedelta | None:
@@ -161,16 +154,13 @@ class NodePoolSpec(APIModel):
     disruption: Disruption = Field(default_factory=Disruption)
     limits: dict[str, BoundedQuantity] | None = None
     weight: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
-    replicas: Any = None
+    replicas: Annotated[StrictInt, Field(ge=0, le=MAX_INT64)] | None = None
+    """A static pool's node count: kept whatever the pending pods (None: a dynamic pool)."""
 
-    @field_validator("replicas", mode="before")
-    @classmethod
-    def _static_pools_not_supported(cls, value: Any) -> Any:
-        if value is not None:
-            raise ValueError(
-                "static NodePools (spec.replicas, alpha in Karpenter v1.8+) are not supported by nodewright yet"
-            )
-        return value
+    @property
+    def static(self) -> bool:
+        """Upstream's `IsStatic`: the presence of `replicas`, whatever its value, makes the pool static."""
+        return self.replicas is not None
 
     def limit(self, resource: str) -> Decimal | None:
         if not self.limits or resource not in self.limits:

@@ -60,8 +60,16 @@ class NodeSelector(APIModel):
     node_selector_terms: Annotated[list[NodeSelectorTerm], Field(min_length=1)]
 
 
+class PreferredSchedulingTerm(APIModel):
+    """A preferred node affinity term: the kube-scheduler scores it; Karpenter tries it first."""
+
+    weight: Annotated[StrictInt, Field(ge=1, le=100)]
+    preference: NodeSelectorTerm
+
+
 class NodeAffinity(APIModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = None
 
 
 class PodAffinityTerm(APIModel):
@@ -73,8 +81,14 @@ class PodAffinityTerm(APIModel):
         return self.label_selector is not None and self.label_selector.matches(labels)
 
 
+class WeightedPodAffinityTerm(APIModel):
+    weight: Annotated[StrictInt, Field(ge=1, le=100)]
+    pod_affinity_term: PodAffinityTerm
+
+
 class PodAffinity(APIModel):
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = None
 
 
 class Affinity(APIModel):
@@ -93,6 +107,19 @@ class Affinity(APIModel):
     def required_anti_affinity(self) -> list[PodAffinityTerm]:
         anti = self.pod_anti_affinity
         return (anti.required_during_scheduling_ignored_during_execution or []) if anti else []
+
+    def preferred_node_terms(self) -> list[PreferredSchedulingTerm]:
+        node = self.node_affinity
+        return (node.preferred_during_scheduling_ignored_during_execution or []) if node else []
+
+    def preferred_affinity(self) -> list[WeightedPodAffinityTerm]:
+        return (
+            (self.pod_affinity.preferred_during_scheduling_ignored_during_execution or []) if self.pod_affinity else []
+        )
+
+    def preferred_anti_affinity(self) -> list[WeightedPodAffinityTerm]:
+        anti = self.pod_anti_affinity
+        return (anti.preferred_during_scheduling_ignored_during_execution or []) if anti else []
 
 
 class WhenUnsatisfiable(StrEnum):

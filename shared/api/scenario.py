@@ -37,13 +37,15 @@ from pydantic import (
 from shared.api.aws_seed import AwsSeed
 from shared.api.base import APIModel
 from shared.api.bounds import MAX_ITEMS, MAX_LATENCY, MAX_PODS, MAX_REPLICAS, MAX_SPAN, MAX_ZONES
-from shared.api.core import Toleration
+from shared.api.core import NODE_READY, Toleration, agent_condition
 from shared.api.documents import DocumentError, nodepool_documents
 from shared.api.duration import format_duration, parse_duration
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.api.instants import out_of_range
 from shared.api.loading import MAX_NESTING, LoadError, check_nesting
 from shared.api.nodeclass_validation import validate_nodeclass
+from shared.api.nodeoverlay import NodeOverlay
+from shared.api.nodeoverlay_validation import validate_overlay
 from shared.api.nodepool import NodePool
 from shared.api.pod import Affinity, TopologySpreadConstraint
 from shared.api.quantity import BoundedQuantity
@@ -193,13 +195,27 @@ class DeleteNodeClaims(APIModel):
 
 class NodesNotReady(APIModel):
     """Kubelets failing: the `count` oldest Ready nodes of the pool turn NotReady, and Ready again
-    after `duration` when it is set. A NotReady node consumes its pool's disruption budget."""
+    after `duration` when it is set. A NotReady node consumes its pool's disruption budget.
+    With `condition` (a node monitoring agent's, such as `KernelReady`), that condition turns
+    False instead and the node stays Ready: node repair acts on it, budgets do not count it."""
 
     nodepool: str
     count: Annotated[StrictInt, Field(ge=1, le=10_000)]
     duration: Offset | None = None
+    condition: str = NODE_READY
 
     _check = field_validator("duration")(_duration)
+
+    @field_validator("condition")
+    @classmethod
+    def _condition(cls, value: str) -> str:
+        if value != NODE_READY and not agent_condition(value):
+            raise ValueError(
+                f"Unsupported value: {value!r}: must be Ready or a node monitoring agent's condition"
+                " ending in Ready (KernelReady, StorageReady, NetworkingReady, ContainerRuntimeReady,"
+                " AcceleratedHardwareReady)"
+            )
+        return value
 
 
 class TimelineEntry(APIModel):
@@ -239,6 +255,7 @@ class ScenarioSpec(APIModel):
     node_pools: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
     node_pool_files: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
     node_classes: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
+    node_overlays: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
     daemon_sets: list[DaemonSetSpec] = Field(default_factory=list, max_length=MAX_ITEMS)
     workloads: list[WorkloadSpec] = Field(default_factory=list, max_length=MAX_ITEMS)
     timeline: list[TimelineEntry] = Field(default_factory=list, max_length=MAX_ITEMS)
@@ -281,6 +298,7 @@ class Scenario:
     nodepools: tuple[NodePool, ...]
     timeline_nodepools: dict[int, NodePool]  # timeline index -> the NodePool it applies
     nodeclasses: tuple[EC2NodeClass, ...] = ()
+    nodeoverlays: tuple[NodeOverlay, ...] = ()
 
     @property
     def name(self) -> str:
@@ -368,6 +386,17 @@ def validate_scenario(
                     FieldError(path, f"Duplicate value: EC2NodeClass {result.nodeclass.name!r} is defined twice")
                 )
             classes.append(result.nodeclass)
+    overlays: list[NodeOverlay] = []
+    for i, raw in enumerate(spec.node_overlays):
+        checked = validate_overlay(raw)
+        path = f"spec.nodeOverlays[{i}]"
+        errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in checked.errors)
+        if checked.overlay is not None:
+            if any(o.name == checked.overlay.name for o in overlays):
+                errors.append(
+                    FieldError(path, f"Duplicate value: NodeOverlay {checked.overlay.name!r} is defined twice")
+                )
+            overlays.append(checked.overlay)
     known_pools = set()
     for pool in pools:
         if pool.name in known_pools:
@@ -440,7 +469,7 @@ def validate_scenario(
                 )
     if errors:
         return None, errors
-    return Scenario(parsed, tuple(pools), timeline_pools, tuple(classes)), []
+    return Scenario(parsed, tuple(pools), timeline_pools, tuple(classes), tuple(overlays)), []
 
 
 def _nodepool(raw: Any, path: str, errors: list[FieldError]) -> list[NodePool]:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.api.bounds import fits_int64
-from shared.api.core import BOUND_OPERATORS, Operator, Requirement, Taint
+from shared.api.core import BOUND_OPERATORS, ObjectMeta, Operator, Requirement, Taint
 from shared.api.cron import CronError, parse_cron
 from shared.api.labels import (
     TOTAL_ANNOTATION_SIZE_LIMIT,
@@ -32,7 +32,7 @@ from shared.api.labels import (
     normalize_key,
     restricted_label_error,
 )
-from shared.api.nodepool import NodePool
+from shared.api.nodepool import NODES_RESOURCE, NodePool
 
 MAX_REQUIREMENTS_AND_LABELS = 100
 
@@ -261,20 +261,79 @@ def _template_errors(nodepool: NodePool) -> Iterator[FieldError]:
         yield from _requirement_errors(f"spec.template.spec.requirements[{i}]", req)
 
 
-def rule_errors(nodepool: NodePool) -> list[FieldError]:
-    """The CEL and runtime rules, on a NodePool that already passed the schema."""
+def object_metadata_errors(metadata: ObjectMeta) -> list[FieldError]:
+    """What the API server checks of any object's metadata: a name (a DNS-1123 subdomain), its
+    labels and its annotations."""
     errors: list[FieldError] = []
-    if not nodepool.metadata.name:
+    if not metadata.name:
         errors.append(FieldError("metadata.name", "Required value"))
     else:
         errors += [
-            FieldError("metadata.name", f'Invalid value: "{nodepool.name}": {e}')
-            for e in is_dns1123_subdomain(nodepool.name)
+            FieldError("metadata.name", f'Invalid value: "{metadata.name}": {e}')
+            for e in is_dns1123_subdomain(metadata.name)
         ]
-    errors += _metadata_errors("metadata", nodepool.metadata.labels, nodepool.metadata.annotations)
+    errors += _metadata_errors("metadata", metadata.labels, metadata.annotations)
+    return errors
+
+
+def rule_errors(nodepool: NodePool) -> list[FieldError]:
+    """The CEL and runtime rules, on a NodePool that already passed the schema."""
+    errors = object_metadata_errors(nodepool.metadata)
     errors += _template_errors(nodepool)
     errors += _budget_errors(nodepool)
+    errors += static_errors(nodepool)
     return errors
+
+
+STATIC_LIMITS = "only 'limits.nodes' is supported on static NodePools"
+STATIC_WEIGHT = "'weight' is not supported on static NodePools"
+STATIC_TRANSITION = (
+    "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"
+)
+"""Upstream's CEL messages on `spec` (`pkg/apis/v1/nodepool.go`); the CRD carries the same rules."""
+
+
+def static_errors(nodepool: NodePool) -> list[FieldError]:
+    """A static pool (`spec.replicas` set) may bound only its node count, and has no weight:
+    it is never chosen among pools for a pod, so a weight would mean nothing."""
+    spec = nodepool.spec
+    if not spec.static:
+        return []
+    errors = []
+    if spec.limits and set(spec.limits) != {NODES_RESOURCE}:
+        errors.append(FieldError("spec", STATIC_LIMITS))
+    if spec.weight is not None:
+        errors.append(FieldError("spec", STATIC_WEIGHT))
+    return errors
+
+
+def transition_errors(old: Any, new: Any) -> list[FieldError]:
+    """An update's rule on two decoded NodePool documents (upstream's `has(self.replicas) ==
+    has(oldSelf.replicas)`, judged whatever else is wrong with them, as CEL judges each rule): a
+    pool stays static or dynamic for its life, so a scale to nothing never turns into unbounded
+    growth. `old` None: a create, no transition."""
+    if old is None or _has_replicas(old) == _has_replicas(new):
+        return []
+    return [FieldError("spec", STATIC_TRANSITION)]
+
+
+def _has_replicas(document: Any) -> bool:
+    spec = document.get("spec") if isinstance(document, dict) else None
+    return isinstance(spec, dict) and spec.get("replicas") is not None
+
+
+def static_capacity_errors(nodepool: NodePool, enabled: bool) -> list[FieldError]:
+    """A static pool while the `StaticCapacity` gate is off: refused where a NodePool is admitted
+    (the sim's API, `nodewright validate`), since nothing would keep its replicas."""
+    if enabled or not nodepool.spec.static:
+        return []
+    return [
+        FieldError(
+            "spec.replicas",
+            "Forbidden: static NodePools require the StaticCapacity feature gate "
+            "(NODEWRIGHT_FEATURE_GATES=StaticCapacity=true)",
+        )
+    ]
 
 
 def document_name(document: Any) -> str:
@@ -286,12 +345,15 @@ def document_name(document: Any) -> str:
     return "<unnamed>"
 
 
-def validate_nodepool(document: Any) -> NodePoolValidation:
-    """Validate one decoded NodePool document; never raises for bad input."""
+def validate_nodepool(document: Any, *, static_capacity: bool | None = None) -> NodePoolValidation:
+    """Validate one decoded NodePool document; never raises for bad input. `static_capacity`:
+    the gate, where a NodePool is admitted (None: not checked, as for one already admitted)."""
     name = document_name(document)
     try:
         nodepool = NodePool.model_validate(document)
     except ValidationError as exc:
         return NodePoolValidation(name, None, tuple(schema_errors(exc)))
     errors = rule_errors(nodepool)
+    if static_capacity is not None:
+        errors += static_capacity_errors(nodepool, static_capacity)
     return NodePoolValidation(name, None if errors else nodepool, tuple(errors))

@@ -53,8 +53,8 @@ class InstanceTypeEntry:
 
     def as_port(self) -> dict[str, Any]:
         """The `CloudProvider.instance_types()` shape the scheduler reads (`instance_option`):
-        quantities as text; only the offerings that can launch, since the scheduler treats every
-        offering it is given as launchable."""
+        quantities as text; every offering with its `available` flag, as upstream's: scheduling
+        launches only the available ones, drift asks whether any exists at all."""
         return {
             "name": self.name,
             "capacity": _strings(self.capacity),
@@ -62,9 +62,8 @@ class InstanceTypeEntry:
             "allocatable": _strings(self.allocatable),
             "labels": dict(self.labels),
             "offerings": [
-                {"zone": o.zone, "capacityType": o.capacity_type, "price": o.price, "available": True}
+                {"zone": o.zone, "capacityType": o.capacity_type, "price": o.price, "available": o.available}
                 for o in self.offerings
-                if o.available
             ],
         }
 

@@ -17,9 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.api.core import Requirement
+from shared.api.core import Requirement, Taint
 from shared.api.ec2nodeclass import AMI, BlockDeviceMapping, EC2NodeClass
 from shared.api.quantity import parse
+from shared.aws.settings import ami_family
+from shared.aws.userdata import ClusterBootstrap, UserDataError, user_data
 from shared.scheduling.requirements import Requirements
 
 GROUP = "karpenter.k8s.aws"
@@ -79,11 +81,12 @@ def instance_tags(node_class: EC2NodeClass, cluster: str, nodepool: str, nodecla
 
 def ami_for(labels: Mapping[str, str], amis: Iterable[AMI]) -> str | None:
     """The first AMI of the resolved list whose requirements the type's labels meet (the
-    nodeclass controller lists them newest first), as upstream maps AMIs to instance types."""
-    offered = Requirements.from_labels(labels)
+    nodeclass controller lists them newest first), as upstream maps AMIs to instance types. A
+    label the type lacks meets only DoesNotExist and NotIn, as upstream's types say DoesNotExist
+    for it: a type without GPUs never takes the nvidia variant."""
     for ami in amis:
         wanted = Requirements.of(_requirement(r.key, r.operator, r.values) for r in ami.requirements)
-        if not offered.intersects(wanted):
+        if wanted.labels_allowed(labels):
             return ami.id
     return None
 
@@ -105,6 +108,8 @@ class LaunchConfig:
     block_devices: tuple[dict[str, Any], ...]
     metadata: dict[str, Any]
     tags: dict[str, str] = field(default_factory=dict)
+    associate_public_ip: bool | None = None
+    """The class's `associatePublicIPAddress`; None: the subnet's own default."""
 
     def identity(self) -> str:
         """A digest of the configuration, security groups as a set (upstream's SlicesAsSets)."""
@@ -119,6 +124,8 @@ class LaunchConfig:
             "metadata": self.metadata,
             "tags": self.tags,
         }
+        if self.associate_public_ip is not None:  # absent when unset: earlier templates keep their names
+            shape["associatePublicIPAddress"] = self.associate_public_ip
         text = json.dumps(shape, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -127,10 +134,11 @@ class LaunchConfig:
         return f"{TEMPLATE_PREFIX}/{self.identity()}"
 
     def template_data(self) -> dict[str, Any]:
-        """CreateLaunchTemplate's LaunchTemplateData."""
+        """CreateLaunchTemplate's LaunchTemplateData. With `associatePublicIPAddress` set, the
+        primary interface (device 0) carries it and the security groups, as upstream's; EC2
+        refuses groups at the top level beside an interface's."""
         data: dict[str, Any] = {
             "ImageId": self.image_id,
-            "SecurityGroupIds": sorted(self.security_groups),
             "MetadataOptions": self.metadata,
             "BlockDeviceMappings": list(self.block_devices),
             "TagSpecifications": [
@@ -140,6 +148,16 @@ class LaunchConfig:
                 }
             ],
         }
+        if self.associate_public_ip is None:
+            data["SecurityGroupIds"] = sorted(self.security_groups)
+        else:
+            data["NetworkInterfaces"] = [
+                {
+                    "DeviceIndex": 0,
+                    "AssociatePublicIpAddress": self.associate_public_ip,
+                    "Groups": sorted(self.security_groups),
+                }
+            ]
         if self.instance_profile:
             data["IamInstanceProfile"] = {"Name": self.instance_profile}
         if self.user_data:
@@ -151,12 +169,38 @@ class LaunchConfig:
         return [{"Key": k, "Value": v} for k, v in sorted(self.tags.items())]
 
 
-def launch_config(node_class: EC2NodeClass, cluster: str, image_id: str) -> LaunchConfig:
-    """The resolved configuration for one AMI of a Ready node class (its status filled)."""
+def launch_config(
+    node_class: EC2NodeClass,
+    cluster: str,
+    image_id: str,
+    bootstrap: ClusterBootstrap | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[Taint | Mapping[str, Any]] = (),
+) -> LaunchConfig:
+    """The resolved configuration for one AMI of a Ready node class (its status filled), for a
+    node with these labels and taints (the claim's, startup taints included): its user data is
+    the class's AMI family's bootstrap (`shared.aws.userdata`) with the class's userData merged,
+    so a template is per (AMI, labels and taints, kubelet), as upstream's are."""
     status = node_class.status
     if status is None or not status.security_groups:
         raise NodeClassNotUsable(f"EC2NodeClass {node_class.name}: status.securityGroups is empty (not resolved)")
+    facts = bootstrap if bootstrap is not None else ClusterBootstrap(cluster)
+    if facts.name != cluster:
+        raise ValueError(f"bootstrap facts are for cluster {facts.name!r}, the launch for {cluster!r}")
     spec = node_class.spec
+    try:
+        data = user_data(
+            ami_family(node_class),
+            facts,
+            kubelet=spec.kubelet,
+            labels=labels or {},
+            taints=[t if isinstance(t, Taint) else Taint.model_validate(t) for t in taints],
+            custom=spec.user_data,
+            instance_store_policy=spec.instance_store_policy.value if spec.instance_store_policy else None,
+        )
+    except UserDataError as exc:
+        raise NodeClassNotUsable(f"EC2NodeClass {node_class.name}: {exc}") from None
     mappings = spec.block_device_mappings or [_default_root()]
     return LaunchConfig(
         cluster=cluster,
@@ -164,7 +208,7 @@ def launch_config(node_class: EC2NodeClass, cluster: str, image_id: str) -> Laun
         image_id=image_id,
         security_groups=tuple(sorted(g.id for g in status.security_groups)),
         instance_profile=status.instance_profile,
-        user_data=spec.user_data,
+        user_data=data,
         block_devices=tuple(block_device(m) for m in mappings),
         metadata={
             "HttpEndpoint": spec.metadata_options.http_endpoint.value,
@@ -173,6 +217,7 @@ def launch_config(node_class: EC2NodeClass, cluster: str, image_id: str) -> Laun
             "HttpTokens": spec.metadata_options.http_tokens.value,
         },
         tags=cluster_tags(node_class, cluster),
+        associate_public_ip=spec.associate_public_ip_address,
     )
 
 

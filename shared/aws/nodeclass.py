@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.api.ec2nodeclass import EC2NodeClass, EC2NodeClassSpec
 from shared.api.nodeclass_validation import CLUSTER_TAG_PREFIX, RESTRICTED_TAGS
-from shared.aws.labels import ARCH_LABEL, AWS_TO_KUBE_ARCHITECTURES
+from shared.aws.labels import ARCH_LABEL, AWS_TO_KUBE_ARCHITECTURES, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT
 
 SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY = "SubnetsReady", "SecurityGroupsReady", "AMIsReady"
 INSTANCE_PROFILE_READY, VALIDATION_SUCCEEDED, READY = "InstanceProfileReady", "ValidationSucceeded", "Ready"
@@ -28,6 +28,20 @@ REQUEUE_SECONDS = 60.0
 """Upstream resolves subnets every minute (AMIs and security groups every five); one period
 for the whole class keeps every part at least as fresh as upstream's."""
 LATEST = "latest"
+STANDARD, NVIDIA, NEURON = "standard", "nvidia", "neuron"
+AL2023_VARIANTS = {"x86_64": (STANDARD, NVIDIA, NEURON), "arm64": (STANDARD, NVIDIA)}
+"""The EKS AL2023 AMI variants published per architecture (upstream's AL2023 resolver)."""
+VARIANT_REQUIREMENTS: dict[str, list[dict[str, Any]]] = {
+    STANDARD: [
+        {"key": INSTANCE_ACCELERATOR_COUNT, "operator": "DoesNotExist"},
+        {"key": INSTANCE_GPU_COUNT, "operator": "DoesNotExist"},
+    ],
+    NVIDIA: [{"key": INSTANCE_GPU_COUNT, "operator": "Exists"}],
+    NEURON: [{"key": INSTANCE_ACCELERATOR_COUNT, "operator": "Exists"}],
+}
+"""Which instance types a variant's AMI runs (upstream's `Variant.Requirements`): the standard
+one those with neither GPUs nor accelerators, nvidia those with GPUs, neuron those with
+Inferentia or Trainium accelerators."""
 
 Filter = tuple[str, tuple[str, ...]]
 """An EC2 `Filter`: its name and values."""
@@ -61,6 +75,7 @@ class FoundImage:
     architecture: str  # as EC2 names it: x86_64, arm64
     creation_date: str = ""  # ISO 8601, as DescribeImages answers
     deprecation_time: str | None = None
+    variant: str | None = None  # an alias's AMI: which EKS variant's parameter named it
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,17 +134,47 @@ def split_alias(alias: str) -> tuple[str, str]:
 
 
 def alias_parameters(alias: str, k8s_version: str) -> list[str]:
-    """The SSM parameters holding the alias's image ids, one per architecture (the standard
-    variant), as upstream's amifamily resolvers name them."""
+    """The SSM parameters holding the alias's image ids, as upstream's amifamily resolvers name
+    them: one per architecture, and for AL2023 one per architecture and variant (the standard
+    ones first)."""
+    return list(alias_variants(alias, k8s_version))
+
+
+def alias_variants(alias: str, k8s_version: str) -> dict[str, str | None]:
+    """`alias_parameters`, each with the variant its image is (None: a family whose variants
+    are not told apart here, its image only by architecture)."""
     family, version = split_alias(alias)
     latest = version == LATEST
     if family == "al2023":
-        return [
-            f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/"
-            + ("recommended" if latest else f"amazon-eks-node-al2023-{arch}-standard-{k8s_version}-{version}")
-            + "/image_id"
-            for arch in ("x86_64", "arm64")
-        ]
+        pairs = sorted(
+            ((arch, variant) for arch, variants in AL2023_VARIANTS.items() for variant in variants),
+            key=lambda p: (p[1] != STANDARD, p[1], p[0] != "x86_64"),
+        )
+        return {
+            f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/{variant}/"
+            + ("recommended" if latest else f"amazon-eks-node-al2023-{arch}-{variant}-{k8s_version}-{version}")
+            + "/image_id": variant
+            for arch, variant in pairs
+        }
+    return dict.fromkeys(_plain_alias_parameters(family, version, alias, k8s_version))
+
+
+def image_variants(spec: EC2NodeClassSpec, k8s_version: str, parameters: Mapping[str, str]) -> dict[str, str]:
+    """Image id -> its variant, for an alias whose parameters say (`parameters`: the SSM values
+    found). What DescribeImages cannot tell (GPU or Neuron drivers) comes from which parameter
+    named the image, as upstream's `KnownRequirements`."""
+    if spec.alias is None:
+        return {}
+    out: dict[str, str] = {}
+    for name, variant in alias_variants(spec.alias, k8s_version).items():
+        value = parameters.get(name, "")
+        if variant is not None and value.startswith("ami-"):
+            out.setdefault(value, variant)
+    return out
+
+
+def _plain_alias_parameters(family: str, version: str, alias: str, k8s_version: str) -> list[str]:
+    latest = version == LATEST
     if family == "al2":
         minor = k8s_version.partition(".")[2]
         if minor.isdigit() and int(minor) >= 33:
@@ -232,18 +277,19 @@ def _deprecated(image: FoundImage, now: datetime) -> bool:
 
 
 def chosen_amis(images: Sequence[FoundImage], now: datetime) -> list[tuple[FoundImage, bool]]:
-    """One image per architecture (upstream keeps one per set of requirements): a current one
-    before a deprecated one, then the newest, then the greater name. Listed newest first, ids
-    breaking ties (upstream's `AMIs.Sort`). Images of an architecture Kubernetes does not know are left out."""
-    best: dict[str, tuple[FoundImage, bool]] = {}
+    """One image per architecture and variant (upstream keeps one per set of requirements): a
+    current one before a deprecated one, then the newest, then the greater name. Listed newest
+    first, ids breaking ties (upstream's `AMIs.Sort`). Images of an architecture Kubernetes does
+    not know are left out."""
+    best: dict[tuple[str, str | None], tuple[FoundImage, bool]] = {}
     for image in images:
         arch = AWS_TO_KUBE_ARCHITECTURES.get(image.architecture)
         if arch is None:
             continue
         candidate = (image, _deprecated(image, now))
-        held = best.get(arch)
+        held = best.get((arch, image.variant))
         if held is None or _rank(candidate) > _rank(held):
-            best[arch] = candidate
+            best[(arch, image.variant)] = candidate
     by_id = sorted(best.values(), key=lambda c: c[0].id)
     return sorted(by_id, key=lambda c: c[0].creation_date, reverse=True)
 
@@ -339,7 +385,10 @@ def _ami(image: FoundImage, deprecated: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": image.id,
         "name": image.name,
-        "requirements": [{"key": ARCH_LABEL, "operator": "In", "values": [arch]}],
+        "requirements": [
+            {"key": ARCH_LABEL, "operator": "In", "values": [arch]},
+            *(VARIANT_REQUIREMENTS[image.variant] if image.variant else []),
+        ],
     }
     if deprecated:
         out["deprecated"] = True

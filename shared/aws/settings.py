@@ -43,6 +43,19 @@ FAMILY_FLAGS = {
 }
 
 
+def ami_family(nodeclass: EC2NodeClass) -> str:
+    """The class's AMI family: its `amiFamily`, else its alias's (`al2023@latest`: AL2023), else
+    AL2023. One rule for the capacity model and the bootstrap user data."""
+    spec = nodeclass.spec
+    if spec.ami_family is not None:
+        return spec.ami_family.value
+    if spec.alias is not None:
+        family = ALIAS_FAMILIES.get(spec.alias.partition("@")[0].lower())
+        if family is not None:
+            return family
+    return "AL2023"
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -87,10 +100,7 @@ class NodeClassSettings(_Spec):
         """What the catalog reads of an admitted EC2NodeClass: its amiFamily (or its alias's),
         kubelet, block devices and instance store policy, with the controller's options."""
         spec = nodeclass.spec
-        family = spec.ami_family.value if spec.ami_family is not None else None
-        if family is None and spec.alias is not None:
-            family = ALIAS_FAMILIES.get(spec.alias.partition("@")[0].lower())
-        family = family or "AL2023"
+        family = ami_family(nodeclass)
         if family not in FAMILY_FLAGS:
             raise ValueError(f"spec.amiFamily: {family} has no capacity model here (one of {list(FAMILY_FLAGS)})")
         mappings = [

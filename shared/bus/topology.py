@@ -28,6 +28,7 @@ WORK = (Work("termination", "NodeClaimDeletionRequested"),)
 SIM_CALLERS: dict[str, tuple[str, ...]] = {
     "scheduler": ("cloud.instance-types", "cloud.create", "cloud.list"),
     "disruption": ("cloud.instance-types", "cloud.list"),
+    "watcher": ("cloud.instance-types",),
     "termination": ("cloud.delete", "cloud.list"),
 }
 """The sim's cloud requests each service may send: the sim answers nothing else from it. The

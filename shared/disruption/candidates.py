@@ -107,6 +107,10 @@ class Candidate:
         return not self.reschedulable
 
 
+UNSCHEDULABLE = "Unschedulable"
+"""The cause of a block whose candidate's pods would not schedule elsewhere (drift's)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Blocked:
     """Upstream's `DisruptionBlocked` on the node and its claim."""

@@ -3,8 +3,9 @@ or what its EC2NodeClass resolves to.
 
 - `InstanceTypeNotFound` (kubernetes-sigs/karpenter `nodeclaim/disruption/drift.go`): its
   instance type is no longer in the catalog, or no offering of it has the claim's zone and
-  capacity type. Asked only an hour after the claim was created (upstream spares the cloud the
-  question before), and never of an empty catalog (one not loaded says nothing).
+  capacity type, available or not (one without capacity or a spot price now still exists).
+  Asked only an hour after the claim was created (upstream spares the cloud the question
+  before), and never of an empty catalog (one not loaded says nothing).
 - `AMIDrift`, `SecurityGroupDrift`, `SubnetDrift` (aws/karpenter-provider-aws
   `pkg/cloudprovider/drift.go`), in that order: the image it runs is not among its class's
   resolved AMIs; its security groups are not exactly its class's; its subnet is not among its
@@ -53,7 +54,7 @@ def instance_type_drift(launch: Launch, catalog: Sequence[InstanceOption], now: 
     option = next((o for o in catalog if o.name == launch.instance_type), None)
     if option is None:
         return INSTANCE_TYPE_NOT_FOUND
-    for offer in option.offers:
+    for offer in (*option.offers, *option.unavailable):  # one merely unavailable now still exists
         if launch.zone not in (None, offer.zone) or launch.capacity_type not in (None, offer.capacity_type):
             continue
         return None

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.api.nodepool import DisruptionReason
-from shared.disruption.candidates import Blocked, Candidate
+from shared.disruption.candidates import UNSCHEDULABLE, Blocked, Candidate
 from shared.disruption.cloud_drift import Launch, cloud_drift
 from shared.disruption.command import Command
-from shared.disruption.consolidation import ANOTHER_POOL, Replaceable, any_replacement
+from shared.disruption.consolidation import Replaceable, any_replacement, refused
 from shared.disruption.method import EVENTUAL, Found, Outcome, Round
 from shared.disruption.simulation import ClusterView, Movable, simulate
 from shared.scheduling.nodeclasses import NodeClassState
@@ -61,7 +61,7 @@ def drift_reason(
         return None
     if claim.hash and pool.hash and claim.version == pool.version and claim.hash != pool.hash:
         return NODEPOOL_DRIFTED
-    if Requirements.from_labels(claim_labels).compatible(pool_requirements):
+    if Requirements.from_labels(claim_labels).incompatible(pool_requirements):
         return REQUIREMENTS_DRIFTED
     if launch is not None and now is not None:
         return cloud_drift(launch, nodeclass, catalog, now)
@@ -98,9 +98,9 @@ def drift_command(
     replaceable: Replaceable = any_replacement,
 ) -> DriftDecision:
     """The first drifted candidate (in `drift_order`) whose pool's Drifted budget allows one more
-    and whose pods have somewhere to go: deleted, or replaced by as many claims of its own pool as
-    they need (the store counts replacements in the candidate's pool). No price filter: a drifted
-    node goes whatever its replacement costs."""
+    and whose pods have somewhere to go: deleted, or replaced by as many claims as they need, in
+    whichever pools the simulation puts them (upstream's). No price filter: a drifted node goes
+    whatever its replacement costs."""
     blocked: dict[str, str] = {}
     limited: list[str] = []
     cluster = cluster.prepared()
@@ -112,15 +112,11 @@ def drift_command(
         if not simulation.valid:
             blocked[candidate.nodeclaim] = simulation.why_not() or "its pods would not schedule"
             continue
-        other = simulation.elsewhere({candidate.nodepool})
-        if other is not None:
-            blocked[candidate.nodeclaim] = f"{ANOTHER_POOL} ({other})"
+        full = refused(simulation.new_claims, replaceable)
+        if full:
+            limited += [pool for pool in full if pool not in limited]
             continue
         replacements = len(simulation.new_claims)
-        if replacements and not replaceable(candidate.nodepool, replacements):
-            if candidate.nodepool not in limited:
-                limited.append(candidate.nodepool)
-            continue
         command = Command(REASON, (candidate.nodeclaim,), replacements=replacements)
         return DriftDecision(command, blocked, tuple(limited), simulation.new_claims)
     return DriftDecision(None, blocked, tuple(limited))
@@ -135,7 +131,9 @@ class Drift:
     consolidation_type = ""
 
     def should_disrupt(self, round_: Round, candidate: Candidate) -> bool:
-        return bool(round_.node(candidate).drift)
+        """Not a static pool's node: `static_drift` replaces those one-for-one."""
+        rules = round_.world.pools.get(candidate.nodepool)
+        return bool(round_.node(candidate).drift) and (rules is None or rules.replicas is None)
 
     def compute_commands(
         self, round_: Round, budgets: Mapping[str, int | None], chosen: Sequence[Candidate]
@@ -145,7 +143,7 @@ class Drift:
         movables = [m for name in ordered if (m := nodes[name].movable) is not None]
         decision = drift_command(movables, round_.cluster, budgets, replaceable=round_.replaceable)
         blocked = tuple(
-            Blocked(name, nodes[name].state.node, "Unschedulable", f"Cannot disrupt NodeClaim: {why}")
+            Blocked(name, nodes[name].state.node, UNSCHEDULABLE, f"Cannot disrupt NodeClaim: {why}")
             for name, why in decision.blocked.items()
         )
         if decision.command is None:

@@ -10,13 +10,15 @@ pass: the world, its candidates per class and the cluster as the simulations see
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from shared.api.nodepool import DisruptionReason
+from shared.disruption.balanced import PoolTotals, Score
 from shared.disruption.candidates import Blocked, Candidate
 from shared.disruption.command import Command
 from shared.disruption.order import by_disruption_cost
+from shared.disruption.repair import Evidence
 from shared.disruption.simulation import ClusterView
 from shared.disruption.world import Node, World, candidates_of, is_consolidatable, replaceable, with_waiting
 from shared.events.contracts import FORCEFUL_REASONS
@@ -37,6 +39,10 @@ class Found:
     consolidation_type: str = ""
     savings: float | None = None
     new_claims: tuple[PlannedClaim, ...] = ()
+    unhealthy: Evidence | None = None
+    """Node repair's evidence (reason Unhealthy)."""
+    scores: Mapping[str, Score] = field(default_factory=dict)
+    """A consolidation's score in each Balanced pool of its candidates (`balanced`)."""
 
     @property
     def forceful(self) -> bool:
@@ -51,6 +57,8 @@ class Outcome:
     found: tuple[Found, ...] = ()
     blocked: tuple[Blocked, ...] = ()
     limited: tuple[str, ...] = ()
+    unconsolidatable: Mapping[str, str] = field(default_factory=dict)
+    """NodeClaim -> why the method keeps it (upstream's `Unconsolidatable` message)."""
 
 
 class Round:
@@ -61,6 +69,10 @@ class Round:
         self.nodes = {n.state.nodeclaim: n for n in world.nodes}
         self._classes: dict[str, tuple[list[Candidate], list[Blocked]]] = {}
         self._cluster: ClusterView | None = None
+        self.balanced: Mapping[str, PoolTotals] = {
+            name: rules.balanced for name, rules in world.pools.items() if rules.balanced is not None
+        }
+        """The Balanced pools' totals, which consolidation scores their moves against."""
 
     def candidates(self, disruption_class: str) -> list[Candidate]:
         """The class's candidates, in the world's order."""

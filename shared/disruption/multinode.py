@@ -1,7 +1,11 @@
 """Multi-node consolidation (upstream's `pkg/controllers/disruption/multinodeconsolidation.go`): up
-to 100 candidates of one pool within its budget, cheapest to disrupt first; by binary search, the
-longest prefix of at least two that yields a command (its replacement also filtered by
-`filterOutSameInstanceType`). The method the graceful pass asks after Drift.
+to 100 candidates of any pools, each within its own pool's budget, cheapest to disrupt first; by
+binary search, the longest prefix of at least two that yields a command (its replacement also
+filtered by `filterOutSameInstanceType`, and each Balanced pool's share of it scored). The method
+the graceful pass asks after Drift.
+
+A command whose candidates span pools is recorded as one decision per pool, appended in one
+transaction (each charged to its own pool's budget), and carried out as one (docs/disruption.md).
 """
 
 from __future__ import annotations
@@ -9,18 +13,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from shared.disruption.balanced import PoolTotals
 from shared.disruption.candidates import Candidate
 from shared.disruption.consolidation import (
+    NO_BALANCED,
     REASON,
     Consolidation,
     Replaceable,
     any_replacement,
     evaluate,
+    found,
     movable,
     movables,
-    savings,
+    refused,
 )
-from shared.disruption.method import GRACEFUL, Found, Outcome, Round
+from shared.disruption.method import GRACEFUL, Outcome, Round
 from shared.disruption.simulation import ClusterView, Movable
 
 MULTI_NODE_MOST = 100
@@ -33,9 +40,11 @@ def multi_node(
     *,
     spot_to_spot: bool,
     replaceable: Replaceable = any_replacement,
+    balanced: Mapping[str, PoolTotals] = NO_BALANCED,
 ) -> Consolidation:
     """The longest prefix (two or more, at most 100) of the candidates their budgets allow that
-    yields a command, found by binary search as upstream does."""
+    yields a command, found by binary search as upstream does; a prefix Balanced refuses yields
+    none."""
     left = dict(remaining)
     allowed: list[Movable] = []
     for candidate in candidates:
@@ -53,11 +62,11 @@ def multi_node(
     low, high = 1, len(allowed) - 1  # prefix lengths low + 1 ... high + 1
     while low <= high:
         middle = (low + high) // 2
-        attempt = evaluate(allowed[: middle + 1], cluster, spot_to_spot=spot_to_spot, multi=True)
-        if attempt.command is not None and attempt.command.replacements:
-            pools = {m.nodepool for m in allowed[: middle + 1]}
-            if not all(replaceable(pool, 1) for pool in pools):
-                limited.update(pools)
+        attempt = evaluate(allowed[: middle + 1], cluster, spot_to_spot=spot_to_spot, multi=True, balanced=balanced)
+        if attempt.command is not None and attempt.planned is not None:
+            full = refused((attempt.planned,), replaceable)
+            if full:
+                limited.update(full)
                 attempt = Consolidation(None, why_not="a replacement would exceed the node hard limit")
         if attempt.command is not None:
             best, low = attempt, middle + 1
@@ -69,8 +78,8 @@ def multi_node(
 
 
 class MultiNodeConsolidation:
-    """The method: the candidates of each pool together, pool by pool in the order
-    of their cheapest candidate; the first pool that yields a command wins."""
+    """The method: the candidates of every pool together, cheapest to disrupt first, as upstream's
+    (a command may take nodes of several pools, and its replacement goes wherever it fits)."""
 
     reason = REASON
     disruption_class = GRACEFUL
@@ -83,21 +92,15 @@ class MultiNodeConsolidation:
         self, round_: Round, budgets: Mapping[str, int | None], chosen: Sequence[Candidate]
     ) -> Outcome:
         moves = movables(round_, chosen)
-        world = round_.world
-        limited: list[str] = []
-        for pool in dict.fromkeys(m.nodepool for m in moves):
-            multi = multi_node(
-                [m for m in moves if m.nodepool == pool],
-                round_.cluster,
-                budgets,
-                spot_to_spot=world.spot_to_spot,
-                replaceable=round_.replaceable,
-            )
-            limited += multi.limited
-            if multi.command is not None:
-                claims = (multi.planned,) if multi.planned is not None else ()
-                found = Found(
-                    multi.command, pool, self.consolidation_type, savings(multi.command, moves, multi.planned), claims
-                )
-                return Outcome((found,), limited=tuple(limited))
-        return Outcome(limited=tuple(limited))
+        multi = multi_node(
+            moves,
+            round_.cluster,
+            budgets,
+            spot_to_spot=round_.world.spot_to_spot,
+            replaceable=round_.replaceable,
+            balanced=round_.balanced,
+        )
+        if multi.command is None:
+            return Outcome(limited=multi.limited)
+        command = found(round_, self.consolidation_type, moves, multi.command, multi.planned, multi.scores)
+        return Outcome((command,), limited=multi.limited)

@@ -7,9 +7,12 @@ enough cheaper types; a replacement that allows spot is pinned to spot."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from shared.api.labels import CAPACITY_TYPE_LABEL
 from shared.scheduling.offerings import ON_DEMAND, SPOT, Option
+from shared.scheduling.requirements import Requirements, ValueSet
+from shared.scheduling.values import PlannedClaim
 
 SPOT_TO_SPOT_MINIMUM = 15
 """Cheaper types a spot-to-spot replacement needs, and the most it keeps."""
@@ -46,11 +49,14 @@ class Replacement:
 
 
 def replacement(
-    options: Sequence[Option], candidate_capacity_types: Collection[str], *, spot_to_spot: bool
+    options: Sequence[Option], candidate_capacity_types: Collection[str], *, spot_to_spot: bool, multi: bool = False
 ) -> Replacement | str:
     """The replacement's types and capacity type, or why there is none (upstream's message).
-    `options`: the cheaper types, cheapest first. (Upstream keeps more than 15 when the claim's
-    minValues need them; nodewright's scheduler keeps minValues strict on its own.)"""
+    `options`: the cheaper types, cheapest first. Spot-to-spot (upstream's
+    `computeSpotToSpotConsolidation`): a single candidate needs 15 cheaper spot types and keeps
+    the 15 cheapest; several (`multi`) need no such flexibility. (Upstream keeps more than 15
+    when the claim's minValues need them; nodewright's scheduler keeps minValues strict on its
+    own.)"""
     if not options:
         return NOT_CHEAPER
     may_spot = any(offer.capacity_type == SPOT for o in options for offer in o.offers)
@@ -59,6 +65,8 @@ def replacement(
         if not spot_to_spot:
             return SPOT_TO_SPOT_DISABLED
         spot = [o for o in options if any(offer.capacity_type == SPOT for offer in o.offers)]
+        if multi:
+            return Replacement(tuple(spot), SPOT)
         if len(spot) < SPOT_TO_SPOT_MINIMUM:
             return (
                 f"SpotToSpotConsolidation requires {SPOT_TO_SPOT_MINIMUM} cheaper instance type options than the "
@@ -66,3 +74,19 @@ def replacement(
             )
         return Replacement(tuple(spot[:SPOT_TO_SPOT_MINIMUM]), SPOT)
     return Replacement(tuple(options), SPOT if may_spot else ON_DEMAND)
+
+
+def pinned(planned: PlannedClaim, chosen: Replacement) -> PlannedClaim:
+    """The planned replacement narrowed to the chosen types and, when pinned, to its capacity
+    type: the requirement upstream adds (`karpenter.sh/capacity-type In [spot]`) and only the
+    offers of that type, so the launch cannot choose otherwise."""
+    options = list(chosen.options)
+    requirements = Requirements(planned.requirements.values())
+    if chosen.capacity_type is not None:
+        requirements.add(ValueSet.exactly(CAPACITY_TYPE_LABEL, chosen.capacity_type))
+        options = [
+            replace(o, offers=kept)
+            for o in options
+            if (kept := tuple(offer for offer in o.offers if offer.capacity_type == chosen.capacity_type))
+        ]
+    return replace(planned, requirements=requirements, options=options)

@@ -10,12 +10,15 @@ Nodes still inside their consolidateAfter window are left out of the simulation 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from decimal import Decimal
 
+from shared.api.nodepool import NODES_RESOURCE
 from shared.scheduling.offerings import DaemonSetPods, InstanceOption, Option, UnavailableOfferings
 from shared.scheduling.packing import option_table, schedule
+from shared.scheduling.rules import MinValuesPolicy
 from shared.scheduling.topology import Running
 from shared.scheduling.values import NodeCapacity, PendingPod, PlannedClaim, PoolTemplate
 
@@ -39,6 +42,13 @@ class ClusterView:
     """Each pool's launchable options (`prepared`): computed once for all of a pass's simulations."""
     running_anti_affinity: bool | None = None
     """Whether a running pod has required anti-affinity of its own (`prepared`)."""
+    pool_catalogs: Mapping[str, tuple[InstanceOption, ...]] = field(default_factory=dict)
+    static_pools: tuple[PoolTemplate, ...] = ()
+    """The static pools a drifted node of theirs is replaced in (`static_drift`): never planned
+    into by a simulation, whose `pools` leave them out."""
+    min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT
+    """The scheduler's (NODEWRIGHT_MIN_VALUES_POLICY): a replacement is planned as a launch is."""
+    """A pool's own catalog where its node class changes allocatable (`packing.option_table`)."""
 
     def prepared(self) -> ClusterView:
         """This view with its pools' options computed: the costly part of a simulation of a few
@@ -46,7 +56,12 @@ class ClusterView:
         if self.options is not None:
             return self
         table = option_table(
-            self.pools, self.catalog, daemonsets=self.daemonsets, unavailable=self.unavailable, now=self.now
+            self.pools,
+            self.catalog,
+            daemonsets=self.daemonsets,
+            unavailable=self.unavailable,
+            now=self.now,
+            pool_catalogs=self.pool_catalogs,
         )
         anti = any(len(r) > 3 and r[3] for r in self.running)  # type: ignore[misc]
         return replace(self, options=table, running_anti_affinity=anti)
@@ -54,11 +69,14 @@ class ClusterView:
 
 @dataclass(frozen=True, slots=True)
 class Move:
-    """A candidate as the simulation moves it: its node, and the pods that need a place."""
+    """A candidate as the simulation moves it: its node, and the pods that need a place; its pool
+    and the capacity it holds there, which a replacement in that pool may use (`room`)."""
 
     nodeclaim: str
     node: str
     pods: tuple[PendingPod, ...]
+    nodepool: str = ""
+    capacity: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +88,9 @@ class Movable:
     price: float
     capacity_type: str
     instance_type: str
+    disruption: float = 1.0
+    """Its disruption cost as Balanced weighs it (`balanced.node_disruption_cost`): known for the
+    nodes of a Balanced pool; the per-node cost alone elsewhere, where nothing weighs it."""
 
     @property
     def nodeclaim(self) -> str:
@@ -89,11 +110,10 @@ class Simulation:
     def valid(self) -> bool:
         return not self.unplaced and not self.uninitialized
 
-    def elsewhere(self, nodepools: Collection[str]) -> str | None:
-        """The first pool, not one of `nodepools`, that a new claim would be launched in. A
-        decision and its replacements are counted in the candidates' pool (`pool.replacing`), so
-        a command whose replacement the scheduler would put in another pool could never launch."""
-        return next((c.nodepool for c in self.new_claims if c.nodepool not in nodepools), None)
+    @property
+    def pools(self) -> tuple[str, ...]:
+        """The pool of each new claim: a replacement goes wherever the scheduler put it."""
+        return tuple(c.nodepool for c in self.new_claims)
 
     def why_not(self) -> str | None:
         if self.unplaced:
@@ -115,13 +135,15 @@ def simulate(moves: Sequence[Move], cluster: ClusterView) -> Simulation:
     plan = schedule(
         pods,
         nodes,
-        cluster.pools,
+        room(cluster.pools, moves),
         cluster.catalog,
         daemonsets=cluster.daemonsets,
         unavailable=cluster.unavailable,
         now=cluster.now,
         running=running,
         options=cluster.options,
+        pool_catalogs=cluster.pool_catalogs,
+        min_values_policy=cluster.min_values_policy,
     )
     initialized = {n.name: n.initialized for n in nodes}
     starting = sorted({node for key, node in plan.placed.items() if key in moved and not initialized.get(node, True)})
@@ -132,9 +154,39 @@ def simulate(moves: Sequence[Move], cluster: ClusterView) -> Simulation:
     return Simulation(tuple(c for c in plan.claims if moved.intersection(c.pods)), unplaced, tuple(starting))
 
 
+def room(pools: Sequence[PoolTemplate], moves: Sequence[Move]) -> Sequence[PoolTemplate]:
+    """The pools with what their limits leave a replacement (upstream's scheduler leaves the
+    candidates out of each pool's usage): the candidates' capacity back in their own pools, and
+    no node limit there (the node hard limit is asked of the command, `world.replaceable`, as the
+    store asks it of the decision). Another pool's limits stay whole: the store reserves a
+    replacement there exactly as a launch."""
+    freed: dict[str, dict[str, Decimal]] = {}
+    for move in moves:
+        if move.nodepool:
+            into = freed.setdefault(move.nodepool, {})
+            for name, value in move.capacity.items():
+                into[name] = into.get(name, _ZERO) + value
+    if not freed or all(p.remaining is None for p in pools if p.name in freed):
+        return pools
+    out = []
+    for pool in pools:
+        back = freed.get(pool.name)
+        if back is None or pool.remaining is None:
+            out.append(pool)
+            continue
+        left = {k: v + back.get(k, _ZERO) for k, v in pool.remaining.items() if k != NODES_RESOURCE}
+        out.append(replace(pool, remaining=left))
+    return out
+
+
+_ZERO = Decimal(0)
+
+
 def _topology_matters(pods: Sequence[PendingPod], cluster: ClusterView) -> bool:
     """Whether a pod has spread or (anti-)affinity rules, or a running pod has anti-affinity:
     only then do the running pods take part (counting them is most of a small simulation)."""
     if cluster.running_anti_affinity is not False:
         return True
-    return any(p.topology.spread or p.topology.affinity or p.topology.anti_affinity for p in pods)
+    return any(
+        p.topology.spread or p.topology.affinity or p.topology.anti_affinity or p.preferences is not None for p in pods
+    )

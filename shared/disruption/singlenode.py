@@ -1,6 +1,7 @@
 """Single-node consolidation (upstream's `pkg/controllers/disruption/singlenodeconsolidation.go`):
 the candidates one at a time, cheapest to disrupt first; the first that yields a command wins.
-The method the graceful pass asks last.
+The method the graceful pass asks last. A candidate of a Balanced pool whose best case (deleting it
+outright) would not score enough is kept without a simulation, as upstream skips it.
 """
 
 from __future__ import annotations
@@ -8,18 +9,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from shared.disruption.balanced import PoolTotals, best_case
 from shared.disruption.candidates import Candidate
 from shared.disruption.consolidation import (
+    NO_BALANCED,
     REASON,
     Consolidation,
     Replaceable,
     any_replacement,
     evaluate,
+    found,
     movable,
     movables,
-    savings,
+    refused,
 )
-from shared.disruption.method import GRACEFUL, Found, Outcome, Round
+from shared.disruption.method import GRACEFUL, Outcome, Round
 from shared.disruption.simulation import ClusterView, Movable
 
 
@@ -30,26 +34,36 @@ def single_node(
     *,
     spot_to_spot: bool,
     replaceable: Replaceable = any_replacement,
+    balanced: Mapping[str, PoolTotals] = NO_BALANCED,
 ) -> Consolidation:
     """The first candidate, in order, whose pool's budget allows one more and that yields a
-    command its pool's node limit lets through."""
+    command the node limit of its replacement's pool (and Balanced, for its pool) lets through."""
     last = Consolidation(None)
     limited: list[str] = []
+    kept: dict[str, str] = {}  # each candidate looked at and kept: why (upstream's Unconsolidatable)
     cluster = cluster.prepared()
     for candidate in candidates:
         budget = remaining.get(candidate.nodepool, 0)
         if budget is not None and budget <= 0:
             continue
-        last = evaluate([candidate], cluster, spot_to_spot=spot_to_spot, multi=False)
+        best = best_case(candidate, balanced)
+        if best is not None and not best.approved:
+            why = f'NodePool "{candidate.nodepool}" is Balanced and even a delete would not do: {best.describe()}'
+            last = Consolidation(None, why_not=why, scores={candidate.nodepool: best})
+            kept[candidate.nodeclaim] = why
+            continue
+        last = evaluate([candidate], cluster, spot_to_spot=spot_to_spot, multi=False, balanced=balanced)
         command = last.command
-        if command is not None and command.replacements and not replaceable(candidate.nodepool, 1):
-            if candidate.nodepool not in limited:
-                limited.append(candidate.nodepool)
+        full = refused((last.planned,), replaceable) if command is not None and last.planned is not None else []
+        if full:  # the pool's node hard limit: said on the pool (DisruptionBlocked), not on the node
+            limited += [pool for pool in full if pool not in limited]
             last = Consolidation(None, why_not="a replacement would exceed the node hard limit")
             continue
         if command is not None:
-            return replace(last, limited=tuple(limited))
-    return Consolidation(None, why_not=last.why_not, limited=tuple(limited))
+            return replace(last, limited=tuple(limited), unconsolidatable=kept)
+        if last.why_not:
+            kept[candidate.nodeclaim] = last.why_not
+    return Consolidation(None, why_not=last.why_not, limited=tuple(limited), unconsolidatable=kept)
 
 
 class SingleNodeConsolidation:
@@ -68,13 +82,14 @@ class SingleNodeConsolidation:
         moves = movables(round_, chosen)
         world = round_.world
         single = single_node(
-            moves, round_.cluster, budgets, spot_to_spot=world.spot_to_spot, replaceable=round_.replaceable
+            moves,
+            round_.cluster,
+            budgets,
+            spot_to_spot=world.spot_to_spot,
+            replaceable=round_.replaceable,
+            balanced=round_.balanced,
         )
         if single.command is None:
-            return Outcome(limited=single.limited)
-        pool = round_.nodes[single.command.candidates[0]].state.nodepool
-        claims = (single.planned,) if single.planned is not None else ()
-        found = Found(
-            single.command, pool, self.consolidation_type, savings(single.command, moves, single.planned), claims
-        )
-        return Outcome((found,), limited=single.limited)
+            return Outcome(limited=single.limited, unconsolidatable=single.unconsolidatable)
+        command = found(round_, self.consolidation_type, moves, single.command, single.planned, single.scores)
+        return Outcome((command,), limited=single.limited, unconsolidatable=single.unconsolidatable)

@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from shared.disruption.balanced import PoolTotals
 from shared.disruption.candidates import Blocked, Candidate, NodeState, candidate
 from shared.disruption.consolidatable import consolidatable_at
 from shared.disruption.pdbs import Pdb
+from shared.disruption.repair import Condition, RepairPolicy
 from shared.disruption.simulation import ClusterView, Movable
 from shared.policy.limits import NodeLimit
 from shared.policy.overlimit import ClaimFacts
@@ -34,6 +36,12 @@ class PoolRules:
     node_limit: NodeLimit
     busy: bool = False
     """A graceful command of this pool is under way: over-limit removal waits for it."""
+    balanced: PoolTotals | None = None
+    """consolidationPolicy Balanced: what its nodes cost and would cost to disrupt, against which
+    its consolidation moves are scored (`balanced`); None for the other policies."""
+    replicas: int | None = None
+    """A static pool's `spec.replicas` (None: a dynamic pool). Consolidation ignores a static
+    pool; with the `StaticCapacity` gate on, its surplus is scaled down (`static`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +57,8 @@ class Node:
     """Its pods and price, once its node and instance are known."""
     drift: str | None = None
     drifted_since: datetime | None = None
+    conditions: tuple[Condition, ...] = ()
+    """Its node's conditions that are not healthy (node repair)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +70,14 @@ class World:
     pdbs: Sequence[Pdb] = ()
     pdb_allowed: Mapping[str, int] = field(default_factory=dict)
     spot_to_spot: bool = False
+    repair_policies: tuple[RepairPolicy, ...] = ()
+    """The cloud provider's repair policies when the `NodeRepair` gate is on (else none)."""
+    static_capacity: bool = False
+    """The `StaticCapacity` gate: static pools are scaled down to their replicas."""
+    validating: bool = False
+    """A graceful command awaits its re-check. Upstream's controller waits out the validation
+    period inside its reconcile, so no other graceful command is computed meanwhile; one computed
+    here would plan around the first's candidates and each re-check would cancel the other."""
 
 
 def candidates_of(world: World, *, eventual: bool) -> tuple[list[Candidate], list[Blocked]]:
@@ -94,9 +112,10 @@ def with_waiting(world: World) -> ClusterView:
 
 
 def consolidatable_from(world: World, node: Node) -> datetime | None:
-    """When the node is `Consolidatable` under its pool's consolidateAfter (None: Never, or no pool)."""
+    """When the node is `Consolidatable` under its pool's consolidateAfter (None: Never, no pool,
+    or a static pool, whose consolidateAfter upstream ignores: it is never consolidated)."""
     rules = world.pools.get(node.state.nodepool)
-    if rules is None:
+    if rules is None or rules.replicas is not None:
         return None
     return consolidatable_at(rules.consolidate_after, node.initialized_at or world.now, node.last_pod_event)
 

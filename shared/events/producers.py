@@ -21,12 +21,15 @@ PRODUCERS: Mapping[str, tuple[type[c.Event], ...]] = {
         c.NodeDeleted,
         c.NodeClaimNotReady,
         c.NodeClaimReady,
+        c.NodeClaimConditionChanged,
         c.NodeClaimDeletionRequested,
         c.PodDisruptionBudgetApplied,
         c.PodDisruptionBudgetDeleted,
         c.DaemonSetApplied,
         c.DaemonSetDeleted,
         c.NodeClassStatusChanged,
+        c.NodeOverlayApplied,
+        c.NodeOverlayDeleted,
     ),
     "scheduler": (
         c.NodeClaimCreated,
@@ -40,6 +43,7 @@ PRODUCERS: Mapping[str, tuple[type[c.Event], ...]] = {
     ),
     "disruption": (
         c.DisruptionBlocked,
+        c.Unconsolidatable,
         c.DisruptionDecided,
         c.DisruptionValidated,
         c.DisruptionCancelled,

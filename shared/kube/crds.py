@@ -23,6 +23,8 @@ from shared.api.ec2nodeclass import GROUP as AWS_GROUP
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.api.labels import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from shared.api.nodeclaim import NodeClaim
+from shared.api.nodeoverlay import VERSION as OVERLAY_VERSION
+from shared.api.nodeoverlay import NodeOverlay
 from shared.api.nodepool import NodePool
 from shared.kube.schema import structural_schema
 
@@ -58,6 +60,7 @@ class Kind:
     scale: dict[str, str] | None = None
     short_names: tuple[str, ...] = field(default=())
     group: str = GROUP
+    version: str = VERSION
 
     @property
     def singular(self) -> str:
@@ -120,7 +123,15 @@ EC2NODECLASS = Kind(
     short_names=("ec2nc", "ec2ncs"),
     group=AWS_GROUP,
 )
-KINDS = (NODEPOOL, NODECLAIM, EC2NODECLASS)
+NODEOVERLAY = Kind(
+    model=NodeOverlay,
+    kind="NodeOverlay",
+    plural="nodeoverlays",
+    columns=(Column("Ready", _condition("Ready")), _AGE, Column("Weight", ".spec.weight", type="integer", priority=1)),
+    short_names=("overlays",),
+    version=OVERLAY_VERSION,
+)
+KINDS = (NODEPOOL, NODECLAIM, EC2NODECLASS, NODEOVERLAY)
 
 
 def custom_resource_definition(kind: Kind) -> dict[str, Any]:
@@ -149,7 +160,7 @@ def custom_resource_definition(kind: Kind) -> dict[str, Any]:
             "scope": "Cluster",
             "versions": [
                 {
-                    "name": VERSION,
+                    "name": kind.version,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},
@@ -162,7 +173,7 @@ def custom_resource_definition(kind: Kind) -> dict[str, Any]:
 
 
 def custom_resource_definitions() -> list[dict[str, Any]]:
-    """Every CRD nodewright serves and ships: NodePool, NodeClaim, then EC2NodeClass."""
+    """Every CRD nodewright serves and ships: NodePool, NodeClaim, EC2NodeClass, then NodeOverlay."""
     return [custom_resource_definition(kind) for kind in KINDS]
 
 

@@ -9,8 +9,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.api.labels import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, KARPENTER_DOMAIN, NODEPOOL_LABEL
+
 Rules = tuple[tuple[str, str], ...]
 """CEL rules as (rule, message) pairs."""
+
+_KEY_HEAD_IN_DOMAIN = rf"^[^/]*{KARPENTER_DOMAIN.replace('.', '[.]')}(/|$)"
+"""A key whose prefix (or whole text, without a slash) ends with karpenter.sh."""
+
+
+def restricted_keys(var: str, *, nodepool_label: bool) -> Rules:
+    """The label keys a user may not set or require, as a rule over `var` (a key)."""
+    rules: list[tuple[str, str]] = [
+        (
+            f"{var} in ['{CAPACITY_TYPE_LABEL}', '{NODEPOOL_LABEL}'] || !{var}.matches('{_KEY_HEAD_IN_DOMAIN}')",
+            f'label domain "{KARPENTER_DOMAIN}" is restricted',
+        ),
+    ]
+    if nodepool_label:
+        rules.append((f"{var} != '{NODEPOOL_LABEL}'", f'label "{NODEPOOL_LABEL}" is restricted'))
+    rules.append((f"{var} != '{HOSTNAME_LABEL}'", f'label "{HOSTNAME_LABEL}" is restricted'))
+    return tuple(rules)
 
 
 @dataclass(frozen=True)

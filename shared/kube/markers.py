@@ -22,7 +22,7 @@ from shared.api.core import (
     Taint,
     TaintEffect,
 )
-from shared.api.labels import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, KARPENTER_DOMAIN, NODEPOOL_LABEL
+from shared.api.labels import NODEPOOL_LABEL
 from shared.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus, ResourceRequirements
 from shared.api.nodepool import (
     Budget,
@@ -37,26 +37,12 @@ from shared.api.nodepool import (
     NodePoolSpec,
     NodePoolStatus,
 )
-from shared.kube.marker import Marker, Rules
+from shared.api.validation import STATIC_LIMITS, STATIC_TRANSITION, STATIC_WEIGHT
+from shared.kube.marker import Marker, Rules, restricted_keys
 from shared.kube.nodeclass_markers import NODECLASS_FIELDS, NODECLASS_TYPES
+from shared.kube.overlay_markers import OVERLAY_FIELDS, OVERLAY_TYPES
 
 _BOUND_OPERATORS = ", ".join(f"'{o}'" for o in (Operator.GT, Operator.LT, Operator.GTE, Operator.LTE))
-_KEY_HEAD_IN_DOMAIN = rf"^[^/]*{KARPENTER_DOMAIN.replace('.', '[.]')}(/|$)"
-"""A key whose prefix (or whole text, without a slash) ends with karpenter.sh."""
-
-
-def _restricted_keys(var: str, *, nodepool_label: bool) -> Rules:
-    """The label keys a user may not set or require, as a rule over `var` (a key)."""
-    rules: list[tuple[str, str]] = [
-        (
-            f"{var} in ['{CAPACITY_TYPE_LABEL}', '{NODEPOOL_LABEL}'] || !{var}.matches('{_KEY_HEAD_IN_DOMAIN}')",
-            f'label domain "{KARPENTER_DOMAIN}" is restricted',
-        ),
-    ]
-    if nodepool_label:
-        rules.append((f"{var} != '{NODEPOOL_LABEL}'", f'label "{NODEPOOL_LABEL}" is restricted'))
-    rules.append((f"{var} != '{HOSTNAME_LABEL}'", f'label "{HOSTNAME_LABEL}" is restricted'))
-    return tuple(rules)
 
 
 def _over_keys(rules: Rules) -> Rules:
@@ -126,13 +112,25 @@ TYPES: dict[type[Any], str] = {
     ConditionStatus: "The condition's status.",
     Operator: "How the key relates to the values.",
     **NODECLASS_TYPES,
+    **OVERLAY_TYPES,
 }
 
 FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
     # --- the objects -------------------------------------------------------------------------
     (NodePool, "apiVersion"): Marker(API_VERSION),
     (NodePool, "kind"): Marker(KIND),
-    (NodePool, "spec"): Marker("The NodePool's desired state."),
+    (NodePool, "spec"): Marker(
+        "The NodePool's desired state.",
+        validations=(
+            ("has(self.replicas) == has(oldSelf.replicas)", STATIC_TRANSITION),
+            (
+                "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || "
+                "(size(self.limits) == 1 && 'nodes' in self.limits))",
+                STATIC_LIMITS,
+            ),
+            ("!has(self.replicas) || !has(self.weight)", STATIC_WEIGHT),
+        ),
+    ),
     (NodePool, "status"): Marker("The NodePool's observed state, written by nodewright."),
     (NodeClaim, "apiVersion"): Marker(API_VERSION),
     (NodeClaim, "kind"): Marker(KIND),
@@ -155,16 +153,17 @@ FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
         format="int32",
     ),
     (NodePoolSpec, "replicas"): Marker(
-        "A fixed node count (upstream's static NodePools, alpha). Not supported by nodewright: a "
-        "NodePool that sets it is rejected.",
-        schema={"type": "integer", "format": "int64", "minimum": 0},
+        "The number of nodes a static NodePool keeps, whatever the pending pods (alpha, behind the "
+        "StaticCapacity feature gate). Set, it allows only limits.nodes and no weight, and it "
+        "can be neither added to nor removed from an existing NodePool; consolidation ignores the pool.",
+        format="int64",
     ),
     (NodeClaimTemplate, "metadata"): Marker("Labels and annotations every NodeClaim and node of the pool gets."),
     (NodeClaimTemplate, "spec"): Marker("The NodeClaim spec every node of the pool starts from."),
     (NodeClaimTemplateMetadata, "labels"): Marker(
         "Labels set on every NodeClaim and node of the pool.",
         map_type="atomic",
-        validations=_over_keys(_restricted_keys("k", nodepool_label=True)),
+        validations=_over_keys(restricted_keys("k", nodepool_label=True)),
     ),
     (NodeClaimTemplateMetadata, "annotations"): Marker(
         "Annotations set on every NodeClaim and node of the pool.", map_type="granular"
@@ -190,8 +189,9 @@ FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
     (NodeClaimTemplateSpec, "terminationGracePeriod"): Marker(_TERMINATION_GRACE_PERIOD),
     # --- disruption ----------------------------------------------------------------------------
     (Disruption, "consolidationPolicy"): Marker(
-        "Which nodes consolidation may disrupt: only empty ones (WhenEmpty), or also those whose "
-        "pods fit elsewhere (WhenEmptyOrUnderutilized, the default)."
+        "Which nodes consolidation may disrupt: only empty ones (WhenEmpty), also those whose "
+        "pods fit elsewhere (WhenEmptyOrUnderutilized, the default), or those only where the "
+        "savings are worth the disruption (Balanced)."
     ),
     (Disruption, "consolidateAfter"): Marker(
         "How long a node must have had no pod scheduled or removed before consolidation considers "
@@ -245,7 +245,7 @@ FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
     ),
     (Requirement, "key"): Marker(
         "The label key the requirement selects on.",
-        validations=_restricted_keys("self", nodepool_label=False),
+        validations=restricted_keys("self", nodepool_label=False),
     ),
     (Requirement, "operator"): Marker(
         "How the key relates to the values: In, NotIn, Exists, DoesNotExist, or the integer "
@@ -299,4 +299,5 @@ FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
         "When a pod was last scheduled to or removed from the node; consolidateAfter counts from it."
     ),
     **NODECLASS_FIELDS,
+    **OVERLAY_FIELDS,
 }

@@ -28,6 +28,7 @@ from shared.api.labels import (
     HOSTNAME_LABEL,
     INITIALIZED_LABEL,
     INSTANCE_TYPE_LABEL,
+    MIN_VALUES_RELAXED_ANNOTATION,
     NODEPOOL_HASH_ANNOTATION,
     NODEPOOL_HASH_VERSION_ANNOTATION,
     NODEPOOL_LABEL,
@@ -85,6 +86,8 @@ class ClaimRecord:
     initialized_at: datetime | None = None
     disruption: tuple[str, datetime, str] | None = None
     """(reason, when decided, decision id) while a disruption holds it."""
+    min_values_relaxed: bool | None = None
+    """Whether BestEffort lowered a minValues (None: recorded before the log said)."""
 
     @property
     def launched(self) -> bool:
@@ -147,6 +150,7 @@ def _created(r: NodeClaimRecords, e: c.NodeClaimCreated, recorded: RecordedEvent
         pool=r.pools.get(e.nodepool),
         requirements=list(e.requirements),
         requests=dict(e.requests),
+        min_values_relaxed=e.min_values_relaxed,
     )
     r.changed.add(e.nodeclaim)
 
@@ -285,6 +289,8 @@ def annotations(record: ClaimRecord) -> dict[str, str]:
         out[NODEPOOL_HASH_ANNOTATION] = record.pool.hash
         if record.pool.hash_version:
             out[NODEPOOL_HASH_VERSION_ANNOTATION] = record.pool.hash_version
+    if record.min_values_relaxed is not None:  # upstream's scheduler sets it on every claim it makes
+        out[MIN_VALUES_RELAXED_ANNOTATION] = "true" if record.min_values_relaxed else "false"
     return out
 
 

@@ -79,7 +79,7 @@ RESOURCES = (
     *(
         Resource(
             kind.group,
-            "v1",
+            kind.version,
             kind.kind,
             kind.plural,
             namespaced=False,

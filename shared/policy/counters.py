@@ -27,6 +27,8 @@ from shared.api.quantity import format_quantity
 from shared.api.validation import validate_nodepool
 from shared.events.contracts import FORCEFUL_REASONS
 from shared.policy.evolution import EVOLVE as _EVOLVE
+from shared.policy.evolution import own_replacements
+from shared.policy.forceful import flag_violation
 from shared.policy.gates import BlockCause, check_disruption
 from shared.policy.limits import NodeLimit, exceeded_limits
 from shared.policy.pool_state import (  # re-exported: the counted state is asked for here
@@ -68,6 +70,7 @@ __all__ = [
     "evolve",
     "fold_claim",
     "is_forceful",
+    "own_replacements",
     "raise_for",
 ]
 
@@ -79,6 +82,7 @@ ERRORS: dict[str, type[ReservationError]] = {
     Rule.NODEPOOL: InvalidTransition,
     Rule.LIFECYCLE: InvalidTransition,
     Rule.PAYLOAD: InvalidTransition,
+    Rule.FORCEFUL: InvalidTransition,
 }
 
 Check = Callable[[PoolCounters, ClaimLookup, dict[str, Any], datetime, bool], "Outcome"]
@@ -86,10 +90,12 @@ Check = Callable[[PoolCounters, ClaimLookup, dict[str, Any], datetime, bool], "O
 
 @dataclass(slots=True)
 class Outcome:
-    """What checking one event found: a violation, or the figures to record with it."""
+    """What checking one event found: a violation, or the figures to record with it. `more`: the
+    further violations an audit's re-checks found in the same event (`shared.policy.audit`)."""
 
     violation: Violation | None = None
     record: dict[str, Any] | None = None
+    more: tuple[Violation, ...] = ()
 
 
 OK = Outcome()
@@ -127,8 +133,9 @@ def evolve(pool: PoolCounters, claims: ClaimLookup, event_type: str, data: dict[
 
 
 def is_forceful(decision: Mapping[str, Any]) -> bool:
-    """A disruption that budgets do not gate (expiration, removal above a lowered node limit)."""
-    return decision["reason"] in FORCEFUL_REASONS or bool(decision.get("forceful"))
+    """A disruption that budgets do not gate (expiration, removal above a lowered node limit): by
+    its reason alone, whatever its `forceful` flag says (`shared.policy.forceful`)."""
+    return decision["reason"] in FORCEFUL_REASONS
 
 
 def raise_for(outcome: Outcome, nodepool: str) -> None:
@@ -167,6 +174,8 @@ def _check_created(
     reserved = largest_capacity(data["instance_types"])
     limits = policy.limits
     decision = data.get("replacement_for")
+    if decision is not None and data.get("replacement_from") not in (None, pool.nodepool):
+        decision = None  # another pool's replacement: nothing of its candidates is here to count it against
     if decision is None:
         if not record:  # the common case, without building usage maps: is any limit crossed?
             resources = pool.resources
@@ -289,7 +298,7 @@ def _check_decided(
             return _violation(Rule.LIFECYCLE, f"candidate {name} is already being disrupted")
     reason = data["reason"]
     candidates = len(data["candidates"])
-    replacements = len(data.get("replacements") or ())
+    replacements = len(own_replacements(data, pool.nodepool))
     forceful = is_forceful(data)
     node_limit = NodeLimit.of(policy.nodepool, pool.nodes)
     figures: dict[str, Any] = {
@@ -324,6 +333,9 @@ def _check_decided(
             replacements=replacements,
             **figures,
         )
+    flagged = flag_violation(data)
+    if flagged is not None:
+        return Outcome(flagged)
     return Outcome(record={"budget_check": figures})
 
 
@@ -353,9 +365,10 @@ STEPS: dict[str, tuple[Check | None, Callable[[PoolCounters, ClaimLookup, dict[s
 """Per counted event type, its check (None: it has none) and its step, for a replay that runs
 both for every event (`shared.policy.audit`): one lookup instead of two. Like `evolve`, a caller
 then moves the pool's version and last position on."""
-TIMED_EVENTS = frozenset({"DisruptionDecided"})
-"""The events whose rules read the decision's clock (budgets are active at an instant); the other
-checks ignore `occurred_at`, so a replay need not decode it for them."""
+TIMED_EVENTS = frozenset({"DisruptionDecided", "NodeClaimCreated"})
+"""The events whose checks read `occurred_at`: a decision's clock (budgets are active at an
+instant) and a claim's creation (an `Expired` decision is re-checked against its age,
+`shared.policy.forceful`); the other checks ignore it, so a replay need not decode it for them."""
 
 
 def fold_claim(

@@ -116,9 +116,18 @@ def _ended(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> Non
     pool.disrupting.pop(name, None)
 
 
+def own_replacements(decision: Mapping[str, Any], nodepool: str) -> list[str]:
+    """A decision's replacements launched in `nodepool` (its own pool unless it names another):
+    those its pool plans (`replacing`) and its node hard limit counts. One in another pool is
+    reserved there as a launch is, when it is created."""
+    elsewhere = decision.get("replacement_nodepools") or {}
+    return [name for name in decision.get("replacements") or () if elsewhere.get(name, nodepool) == nodepool]
+
+
 def _decided(pool: PoolCounters, claims: ClaimLookup, data: dict[str, Any]) -> None:
-    if data.get("replacements"):
-        pool.replacing[data["decision_id"]] = list(data["replacements"])
+    planned = own_replacements(data, pool.nodepool)
+    if planned:
+        pool.replacing[data["decision_id"]] = planned
     for name in data["candidates"]:
         claim = claims.get(name)
         if claim is not None and claim.phase != ENDED:

@@ -8,6 +8,7 @@ import functools
 import json
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -116,6 +117,8 @@ class _PoolPolicy:
     limits: dict[str, Decimal]
     budgets: DisruptionBudgets
     soft: bool
+    expire_after: timedelta | None
+    """The template's expireAfter (None: Never), which a claim created now is given."""
 
 
 _POLICY_BY_OBJECT: dict[int, tuple[dict[str, Any], _PoolPolicy]] = {}
@@ -129,7 +132,8 @@ def _policy_of(spec_text: str) -> _PoolPolicy:
     nodepool = NodePool.model_validate_json(spec_text)
     limits = {name: q.value for name, q in (nodepool.spec.limits or {}).items()}
     soft = nodepool.spec.disruption.node_limit_mode == "Soft"
-    return _PoolPolicy(nodepool, limits, DisruptionBudgets.of(nodepool), soft)
+    expire_after = nodepool.spec.template.spec.expire_after_timedelta
+    return _PoolPolicy(nodepool, limits, DisruptionBudgets.of(nodepool), soft, expire_after)
 
 
 ClaimLookup = MutableMapping[str, ClaimState]

@@ -48,4 +48,6 @@ def touches(event_type: str, data: Mapping[str, Any]) -> Touched:
     if pool is None:
         return NOTHING
     replaces = data.get("replacement_for") if event_type == "NodeClaimCreated" else None
+    if data.get("replacement_from") not in (None, pool):
+        replaces = None  # another pool's replacement is reserved as a launch: no candidates of its own pool
     return Touched(pool, named_claims(data), replaces if isinstance(replaces, str) else None)

@@ -17,6 +17,10 @@ class Rule:
     NODEPOOL = "nodepool"
     LIFECYCLE = "lifecycle"
     PAYLOAD = "payload"
+    FORCEFUL = "forceful"
+    EXPIRED = "expired"
+    OVER_LIMIT = "over-limit"
+    UNHEALTHY = "unhealthy"
 
 
 @dataclass(frozen=True, slots=True)

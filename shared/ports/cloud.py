@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from shared.disruption.repair import RepairPolicy
+
 LaunchSpec = dict[str, Any]
 """{nodeclaim, nodepool, nodeClassRef: {group, kind, name}, requirements: [{key, operator,
 values}], requests: {name: quantity}, labels, taints: [taint], startupTaints: [taint], firstAsk,
@@ -21,7 +23,9 @@ looking for one. `unavailable`: offerings of its types the insufficient-capacity
 InstanceView = dict[str, Any]
 """{providerID, nodeclaim, nodepool, instanceType, zone, capacityType, price, capacity,
 allocatable, labels, launchedAt, state, interruptedAt}, and from a cloud whose node classes can
-drift (AWS) {imageID, subnetID, securityGroupIDs}"""
+drift (AWS) {imageID, subnetID, securityGroupIDs}. A create's view may carry `refused`:
+[[instanceType, zone, capacityType]], the offerings the cloud had no capacity for on the way to
+the one it launched, which go in the insufficient-capacity cache as a refused launch's do."""
 
 
 class CloudError(Exception):
@@ -52,7 +56,12 @@ class InstanceNotFound(CloudError):
 
 
 class CloudProvider(Protocol):
-    async def instance_types(self) -> list[dict[str, Any]]: ...
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
+        """The instance types a NodePool may launch, with their offerings (upstream's
+        `GetInstanceTypes(nodePool)`). `node_class`: the pool's node class, whose settings (an
+        EC2NodeClass's kubelet, block devices) change capacity and allocatable; None: the
+        defaults. A cloud whose classes change nothing (the sim) answers the same for all."""
+        ...
 
     async def create(self, spec: LaunchSpec) -> InstanceView:
         """Launch an instance for `spec["nodeclaim"]`; idempotent per NodeClaim (a client token):
@@ -62,3 +71,8 @@ class CloudProvider(Protocol):
     async def delete(self, provider_id: str) -> InstanceView: ...
 
     async def list(self) -> list[InstanceView]: ...
+
+    def repair_policies(self) -> Sequence[RepairPolicy]:
+        """The node conditions this cloud repairs, each with how long it is tolerated (upstream's
+        `RepairPolicies`); node repair acts on them when its gate is on."""
+        ...

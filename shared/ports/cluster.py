@@ -19,6 +19,7 @@ from shared.api.core import Taint, TaintEffect
 POD, NODE, PDB, NODEPOOL, DAEMONSET = "Pod", "Node", "PodDisruptionBudget", "NodePool", "DaemonSet"
 NODECLAIM = "NodeClaim"
 EC2NODECLASS = "EC2NodeClass"
+NODEOVERLAY = "NodeOverlay"
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 
@@ -125,6 +126,10 @@ class Cluster(Protocol):
     async def patch_nodeclass_status(self, nodeclass: str, status: dict[str, Any]) -> None:
         """Merge `status` (subnets, securityGroups, amis, instanceProfile, conditions) into the
         EC2NodeClass's status subresource; a null drops a field."""
+        ...
+
+    async def patch_nodeoverlay_status(self, nodeoverlay: str, status: dict[str, Any]) -> None:
+        """Merge `status` (its conditions, as a whole list) into the NodeOverlay's status subresource."""
         ...
 
     async def get_nodeclass(self, nodeclass: str) -> dict[str, Any] | None:

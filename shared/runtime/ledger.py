@@ -102,9 +102,11 @@ class Ledger:
         self.wrote(positions)
         return positions
 
-    async def reserve_disruption(self, decided: DisruptionDecided, *, occurred_at: datetime) -> list[int]:
+    async def reserve_disruption(
+        self, decided: DisruptionDecided, *, occurred_at: datetime, parts: Sequence[DisruptionDecided] = ()
+    ) -> list[int]:
         positions = await self.store.reserve_disruption(
-            decided, occurred_at=occurred_at, producer=self.producer, fence=self.fence
+            decided, occurred_at=occurred_at, producer=self.producer, fence=self.fence, parts=parts
         )
         self.wrote(positions)
         return positions

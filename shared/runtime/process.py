@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from shared import crashes
 from shared.adapters.sim import SimClient
 from shared.bus.connection import BusSettings
-from shared.config import Settings, settings
+from shared.config import NODE_OVERLAY, Settings, settings
 from shared.outages import OUTAGES, Backoff, unless_stopping
 from shared.ports.cloud import CloudError, CloudProvider
 from shared.ports.cluster import Cluster
@@ -94,6 +94,7 @@ def serve_connected(
                 str(config.kubeconfig) if config.kubeconfig else None,
                 context=config.kube_context,
                 clock=config.clock(),
+                overlays=config.gates[NODE_OVERLAY],
             )
         except KubeconfigError as exc:
             crashes.give_up(f"the {name} cannot reach the Kubernetes API: {exc}", 2)
@@ -140,12 +141,22 @@ def _aws_provider(config: Settings, cluster: NodeClassObjects, name: str) -> Clo
     from shared.adapters.aws.catalog import AwsCatalog
     from shared.adapters.aws.nodeclasses import KubeNodeClasses
     from shared.adapters.aws.provider import AwsProvider
+    from shared.aws.cluster import ClusterBootstrap
 
     aws, clients = aws_configuration(name)
     clock = config.clock()
     catalog = AwsCatalog(clients, aws.region, clock.now)
     log.info("%s: the cloud is EC2 in %s for cluster %s", name, aws.region, config.cluster_name)
-    return AwsProvider(clients, catalog, KubeNodeClasses(cluster), config.cluster_name or "", clock.now)
+    bootstrap = ClusterBootstrap(
+        config.cluster_name or "",
+        endpoint=config.cluster_endpoint,
+        ca_bundle=config.cluster_ca_bundle,
+        dns_ip=config.cluster_dns_ip,
+        cidr=config.cluster_cidr,
+    )
+    return AwsProvider(
+        clients, catalog, KubeNodeClasses(cluster), config.cluster_name or "", clock.now, bootstrap=bootstrap
+    )
 
 
 async def _warm(cloud: CloudProvider, name: str) -> None:

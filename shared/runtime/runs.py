@@ -112,6 +112,28 @@ async def resolve(url: str, name: str) -> str:
     return database_url(url, name)
 
 
+async def described(url: str) -> tuple[str, dict[str, Any] | None]:
+    """Which log `url` reaches, told ("run NAME", or "database NAME" for one no run made), and
+    its run's description (None: not a run's, or a comment that is not a JSON object): what
+    `whatif --run` and `explain --run` read the run's sim seed from."""
+    conn = await asyncpg.connect(**driver_params(url))
+    try:
+        row = await conn.fetchrow(
+            "SELECT current_database() AS name, shobj_description(oid, 'pg_database') AS comment"
+            " FROM pg_database WHERE datname = current_database()"
+        )
+    finally:
+        await conn.close()
+    name = str(row["name"]) if row is not None else "?"
+    if row is None or not _NAME.fullmatch(name):
+        return f"database {name}", None
+    try:
+        description = json.loads(row["comment"] or "null")
+    except ValueError:
+        description = None
+    return f"run {name}", description if isinstance(description, dict) else None
+
+
 async def drop(url: str, name: str) -> None:
     _check(name)
     await resolve(url, name)

@@ -91,7 +91,7 @@ class _Kind:
             return self.answers[key]
         claim = self.sample
         found: _Answer | None = None
-        if not (pod.requirements and claim.requirements.compatible(pod.requirements)):
+        if not (pod.requirements and claim.requirements.incompatible(pod.requirements)):
             if not pod.requirements and (zones is None or pinned_to(claim, zones)):
                 found = _Answer(True, claim.requirements, claim.options, claim.largest, _asks_min(claim.requirements))
             else:
@@ -307,7 +307,9 @@ class ClaimIndex:
             if claim.taints:
                 ok = allowed.get(claim.nodepool)
                 if ok is None:
-                    ok = allowed[claim.nodepool] = tolerated(pod.tolerations, claim.taints) is None
+                    ok = allowed[claim.nodepool] = (
+                        tolerated(pod.tolerations, claim.taints, pod.avoid_prefer_no_schedule) is None
+                    )
                 if not ok:
                     continue
             answer = kind.answer(pod, key, zones, self.fitting)

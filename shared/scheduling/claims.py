@@ -33,17 +33,27 @@ def claim_created(name: str, claim: PlannedClaim, replacement_for: str | None = 
         requirements=requirements,
         requests=_strings({k: v for k, v in claim.used.items() if k != "pods"}),
         replacement_for=replacement_for,
+        min_values_relaxed=claim.min_values_relaxed,
     )
 
 
 def instance_option(raw: Mapping[str, Any]) -> InstanceOption:
-    offers = tuple(Offer(o["zone"], o["capacityType"], float(o["price"])) for o in raw["offerings"])
+    """A port instance type as the core takes it. An offering the cloud flags `available: false`
+    (no subnet in its zone, no price now) is kept apart, where scheduling never looks and drift
+    does; one without the flag (the sim's) is available."""
+    offers: list[Offer] = []
+    unavailable: list[Offer] = []
+    for o in raw["offerings"]:
+        (offers if o.get("available", True) else unavailable).append(
+            Offer(o["zone"], o["capacityType"], float(o["price"]))
+        )
     return InstanceOption(
         raw["name"],
         {k: parse(str(v)) for k, v in raw["capacity"].items()},
         {k: parse(str(v)) for k, v in raw["allocatable"].items()},
         dict(raw["labels"]),
-        offers,
+        tuple(offers),
+        tuple(unavailable),
     )
 
 

@@ -73,6 +73,7 @@ class NodeIndex:
         key = (
             frozenset(pod.requirements.values()) if pod.requirements else None,
             tuple((t.key, t.operator, t.value, t.effect) for t in pod.tolerations),
+            pod.avoid_prefer_no_schedule,
             None if zones is None else frozenset(zones),  # which zones, not their order
         )
         tree = self._trees.get(key)
@@ -110,7 +111,7 @@ class NodeIndex:
 def _allows(pod: PendingPod, zones: list[str] | None, node: NodeCapacity) -> bool:
     """What does not change within a pass: taints, labels, the zone."""
     return (
-        tolerated(pod.tolerations, node.taints) is None
+        tolerated(pod.tolerations, node.taints, pod.avoid_prefer_no_schedule) is None
         and pod.requirements.labels_allowed(node.labels)
         and (zones is None or node.labels.get(ZONE_LABEL) in zones)
     )

@@ -51,7 +51,7 @@ class Fitting:
         names = self._allowed.get(relevant)
         if names is None:
             wanted = Requirements(relevant)
-            names = frozenset(it.name for it in self.catalog if not it.requirements.intersects(wanted))
+            names = frozenset(it.name for it in self.catalog if not it.requirements.conflicts(wanted))
             self._allowed[relevant] = names
         return names
 

@@ -69,7 +69,7 @@ def admitting(pod: PendingPod, pools: Iterable[PoolTemplate]) -> list[str]:
             continue
         requirements = Requirements(pool.requirements.values())
         requirements.add(ValueSet.exactly(NODEPOOL_LABEL, pool.name))
-        if not requirements.compatible(pod.requirements):
+        if not requirements.incompatible(pod.requirements):
             out.append(pool.name)
     return out
 

@@ -34,13 +34,16 @@ class Offer:
 
 @dataclass(frozen=True, slots=True)
 class InstanceOption:
-    """An instance type as the scheduler sees it: its labels (as requirements), what it offers."""
+    """An instance type as the scheduler sees it: its labels (as requirements), what it offers.
+    `offers` can launch; `unavailable` exist but cannot launch now (upstream's offerings with
+    `Available: false`): only drift reads them, so nothing plans a launch into one."""
 
     name: str
     capacity: Mapping[str, Decimal]
     allocatable: Mapping[str, Decimal]
     labels: Mapping[str, str]
     offers: tuple[Offer, ...]
+    unavailable: tuple[Offer, ...] = ()
     requirements: Requirements = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,7 +125,7 @@ def daemon_overhead(
     for key in instance.requirements:
         offered.add(instance.requirements[key])
     return _overhead(
-        ds for ds in daemonsets if _tolerates(ds.tolerations, taints) and not offered.compatible(ds.requirements)
+        ds for ds in daemonsets if _tolerates(ds.tolerations, taints) and not offered.incompatible(ds.requirements)
     )
 
 
@@ -166,7 +169,7 @@ def pool_options(
     `remaining` is what the pool's limits leave (no key: no limit on it)."""
     out = []
     for instance in catalog:
-        if instance.requirements.intersects(template):
+        if instance.requirements.conflicts(template):
             continue
         if remaining is not None and any(
             value > remaining[name] for name, value in instance.capacity.items() if name in remaining

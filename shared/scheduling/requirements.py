@@ -1,6 +1,8 @@
 """Karpenter's requirements algebra (upstream's `pkg/scheduling/requirements.go`): node selector
 requirements as value sets that can be intersected, and the two questions scheduling asks of
-them, `intersects` and `compatible`.
+them, `intersects` and `compatible`. Each has a boolean twin (`conflicts`, `incompatible`) for the
+callers that only ask whether there is a conflict: a consolidation pass asks millions of times,
+and the lists' messages and intersected sets were most of its cost.
 
 A requirement on one key is a set of values, or the complement of one (NotIn, Exists), with
 optional integer bounds (Gt N is >= N+1, Lt N is <= N-1; Karpenter's Gte/Lte as written). A
@@ -61,13 +63,7 @@ class ValueSet:
         return cls(NORMALIZED_LABELS.get(key, key), frozenset({value}), present=True)
 
     def _in_bounds(self, value: str) -> bool:
-        if self.at_least is None and self.at_most is None:
-            return True
-        try:
-            number = int(value)
-        except ValueError:
-            return False
-        return (self.at_least is None or number >= self.at_least) and (self.at_most is None or number <= self.at_most)
+        return _within(value, self.at_least, self.at_most)
 
     def has(self, value: str) -> bool:
         return (value not in self.values if self.complement else value in self.values) and self._in_bounds(value)
@@ -78,14 +74,46 @@ class ValueSet:
         return sum(1 for v in self.values if self._in_bounds(v))
 
     @property
+    def empty(self) -> bool:
+        """`len(self) == 0` without counting: a complement never is; a finite set is when its
+        bounds admit none of its values."""
+        if self.complement:
+            return False
+        if self.at_least is None and self.at_most is None:
+            return not self.values
+        return not any(self._in_bounds(v) for v in self.values)
+
+    @property
     def operator(self) -> Operator:
         if self.complement:
             return Operator.NOT_IN if self.values else Operator.EXISTS
-        return Operator.IN if len(self) else Operator.DOES_NOT_EXIST
+        return Operator.DOES_NOT_EXIST if self.empty else Operator.IN
 
     @property
     def negative(self) -> bool:
-        return self.operator in (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
+        """NotIn or DoesNotExist (as `operator` says), without building the operator."""
+        return bool(self.values) if self.complement else self.empty
+
+    def disjoint(self, other: ValueSet) -> bool:
+        """`self.intersection(other).empty` without building the intersection: set operations
+        on the values where no bound applies, which is nearly always."""
+        at_least = _larger(self.at_least, other.at_least)
+        at_most = _smaller(self.at_most, other.at_most)
+        if at_least is not None and at_most is not None and at_least > at_most:
+            return True  # crossed bounds leave nothing
+        if self.complement and other.complement:
+            return False
+        if self.complement:
+            finite, excluded = other.values, self.values
+        elif other.complement:
+            finite, excluded = self.values, other.values
+        else:
+            if at_least is None and at_most is None:
+                return self.values.isdisjoint(other.values)
+            finite, excluded = self.values & other.values, frozenset()
+        if at_least is None and at_most is None:
+            return finite <= excluded
+        return not any(v not in excluded and _within(v, at_least, at_most) for v in finite)
 
     def intersection(self, other: ValueSet) -> ValueSet:
         at_least = _larger(self.at_least, other.at_least)
@@ -128,6 +156,17 @@ class ValueSet:
         if self.at_least is not None or self.at_most is not None:
             return f"{self.key} {self.operator} {shown} >={self.at_least} <={self.at_most}"
         return f"{self.key} {self.operator} {shown}" if shown else f"{self.key} {self.operator}"
+
+
+def _within(value: str, at_least: int | None, at_most: int | None) -> bool:
+    """Whether bounds admit the value (none: any; some: only integers within them)."""
+    if at_least is None and at_most is None:
+        return True
+    try:
+        number = int(value)
+    except ValueError:
+        return False
+    return (at_least is None or number >= at_least) and (at_most is None or number <= at_most)
 
 
 def _larger(a: int | None, b: int | None) -> int | None:
@@ -176,9 +215,21 @@ class Requirements(Mapping[str, ValueSet]):
         errors = []
         for key in self._sets.keys() & incoming._sets.keys():
             existing, theirs = self._sets[key], incoming._sets[key]
-            if len(existing.intersection(theirs)) == 0 and not (existing.negative and theirs.negative):
+            if existing.disjoint(theirs) and not (existing.negative and theirs.negative):
                 errors.append(f"key {key}, {theirs} not in {existing}")
         return sorted(errors)
+
+    def conflicts(self, incoming: Requirements) -> bool:
+        """`bool(self.intersects(incoming))`, stopping at the first conflicting key and writing no
+        message: for callers that only ask whether there is one."""
+        mine, theirs = self._sets, incoming._sets
+        if len(theirs) < len(mine):
+            mine, theirs = theirs, mine  # the question is symmetric: walk the smaller
+        for key, one in mine.items():
+            other = theirs.get(key)
+            if other is not None and one.disjoint(other) and not (one.negative and other.negative):
+                return True
+        return False
 
     def compatible(self, incoming: Requirements, allow_undefined: frozenset[str] = WELL_KNOWN_LABELS) -> list[str]:
         """Why `incoming` cannot be met by what these requirements describe (empty: it can). A key
@@ -190,6 +241,14 @@ class Requirements(Mapping[str, ValueSet]):
             if not incoming._sets[key].negative and key not in allow_undefined
         ]
         return errors + self.intersects(incoming)
+
+    def incompatible(self, incoming: Requirements, allow_undefined: frozenset[str] = WELL_KNOWN_LABELS) -> bool:
+        """`bool(self.compatible(incoming, allow_undefined))`, without writing the reasons."""
+        mine = self._sets
+        for key, value_set in incoming._sets.items():
+            if key not in mine and key not in allow_undefined and not value_set.negative:
+                return True
+        return self.conflicts(incoming)
 
     def labels_allowed(self, labels: Mapping[str, str]) -> bool:
         """Whether a node with these labels satisfies every requirement (a missing label meets

@@ -7,7 +7,9 @@ without importing the pass.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
+from enum import StrEnum
 from typing import Protocol
 
 from shared.api.core import Taint, TaintEffect, Toleration
@@ -18,10 +20,21 @@ from shared.scheduling.requirements import Requirements, ValueSet
 ZERO = Decimal(0)
 
 
-def tolerated(tolerations: Sequence[Toleration], taints: Iterable[Taint]) -> str | None:
-    """Why the tolerations do not tolerate the taints (None: they do)."""
+class MinValuesPolicy(StrEnum):
+    """Upstream's `--min-values-policy`: Strict refuses a claim whose types cannot meet a
+    minValues; BestEffort lowers the minValues to what they meet and says so on the claim."""
+
+    STRICT = "Strict"
+    BEST_EFFORT = "BestEffort"
+
+
+def tolerated(tolerations: Sequence[Toleration], taints: Iterable[Taint], soft: bool = False) -> str | None:
+    """Why the tolerations do not tolerate the taints (None: they do). PreferNoSchedule taints
+    count only with `soft` (a pod not yet relaxed of them, `preferences.relax`)."""
     for taint in taints:
-        if taint.effect != TaintEffect.PREFER_NO_SCHEDULE and not any(t.tolerates(taint) for t in tolerations):
+        if (soft or taint.effect != TaintEffect.PREFER_NO_SCHEDULE) and not any(
+            t.tolerates(taint) for t in tolerations
+        ):
             return f"did not tolerate {taint.key}={taint.value or ''}:{taint.effect}"
     return None
 
@@ -76,6 +89,22 @@ def min_values_met(requirements: Requirements, options: Iterable[Option], used: 
         return True
     holding = [o for o in options if o.holds(used)]
     return all(len({o.instance.labels.get(key) for o in holding} - {None}) >= n for key, n in asked)
+
+
+def met_min_values(requirements: Requirements, options: Iterable[Option], used: Mapping[str, Decimal]) -> Requirements:
+    """BestEffort: the requirements with each minValues its holding options cannot meet lowered
+    to the number of values they do offer (upstream's `SatisfiesMinValues` counts); the same
+    object when every minValues is met."""
+    asked = [(key, v) for key, v in requirements.items() if v.min_values]
+    holding = [o for o in options if o.holds(used)]
+    lowered = {}
+    for key, value_set in asked:
+        offered = len({o.instance.labels.get(key) for o in holding} - {None})
+        if value_set.min_values is not None and offered < value_set.min_values:
+            lowered[key] = replace(value_set, min_values=offered or None)
+    if not lowered:
+        return requirements
+    return Requirements(lowered.get(key, v) for key, v in requirements.items())
 
 
 def within(used: Mapping[str, Decimal], requests: Mapping[str, Decimal], room: Mapping[str, Decimal]) -> bool:

@@ -18,24 +18,43 @@ from shared.api.pod import LabelSelector, PodAffinityTerm, TopologySpreadConstra
 
 @dataclass(frozen=True, slots=True)
 class PodTopology:
+    """A pod's inter-pod rules as a pass applies them. The preferred terms and `anyway` are those
+    still in force while the pass tries the pod with its preferences as requirements
+    (`preferences.relax` drops them one at a time); a pod placed records only its required
+    anti-affinity, as upstream tracks no inverse preferred anti-affinity."""
+
     labels: Mapping[str, str] = field(default_factory=dict)
     spread: tuple[TopologySpreadConstraint, ...] = ()
     affinity: tuple[PodAffinityTerm, ...] = ()  # required; zone is the key Karpenter's benchmark uses
     anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required; hostname likewise
+    preferred_affinity: tuple[PodAffinityTerm, ...] = ()  # in force, heaviest first
+    preferred_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    anyway: bool = False  # the ScheduleAnyway constraints left in `spread` are in force
 
     @property
     def constrained(self) -> bool:
-        return bool(self.hard_spread or self.affinity or self.anti_affinity)
+        return bool(self.hard_spread or self.affinity_in_force or self.anti_affinity_in_force)
 
     @property
     def hard_spread(self) -> tuple[TopologySpreadConstraint, ...]:
+        if self.anyway:
+            return self.spread
         return tuple(c for c in self.spread if c.when_unsatisfiable == WhenUnsatisfiable.DO_NOT_SCHEDULE)
+
+    @property
+    def affinity_in_force(self) -> tuple[PodAffinityTerm, ...]:
+        return self.affinity + self.preferred_affinity if self.preferred_affinity else self.affinity
+
+    @property
+    def anti_affinity_in_force(self) -> tuple[PodAffinityTerm, ...]:
+        anti = self.preferred_anti_affinity
+        return self.anti_affinity + anti if anti else self.anti_affinity
 
     @property
     def zonal(self) -> bool:
         """Whether a rule needs the pod's zone known: its claim is then pinned to one zone."""
         return any(c.topology_key == ZONE_LABEL for c in self.hard_spread) or any(
-            t.topology_key == ZONE_LABEL for t in self.affinity
+            t.topology_key == ZONE_LABEL for t in self.affinity_in_force
         )
 
 
@@ -105,7 +124,7 @@ class Topology:
         counts: list[tuple[dict[str, int], int]] = []
         hosts: list[set[str]] = []
         key: list[Hashable] = []
-        for term in pod.anti_affinity:
+        for term in pod.anti_affinity_in_force:
             if term.topology_key == HOSTNAME_LABEL and term.label_selector is not None:
                 counts.append((self._host_counts(term.label_selector), 0))
                 key.append(("anti", selector_key(term.label_selector)))
@@ -147,7 +166,7 @@ class Topology:
             allowed &= {z for z in zones if counts[z] + _self(c.label_selector, pod) - lowest <= c.max_skew}
             for z in zones:
                 order[z] += counts[z]
-        for term in pod.affinity:
+        for term in pod.affinity_in_force:
             if term.topology_key != ZONE_LABEL or term.label_selector is None:
                 continue
             counts = self._counts(term.label_selector, zones)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from shared.api.core import Taint, Toleration
 from shared.scheduling.fitting import Fitting
 from shared.scheduling.offerings import Option
+from shared.scheduling.preferences import Preferences
 from shared.scheduling.requirements import Requirements
 from shared.scheduling.rules import min_values_met
 from shared.scheduling.topology import PodTopology
@@ -32,6 +33,8 @@ class PendingPod:
     uid: str = ""
     daemonset: bool = False
     topology: PodTopology = field(default_factory=PodTopology)
+    preferences: Preferences | None = None  # its soft terms in force (`preferences.relax`); None: none
+    avoid_prefer_no_schedule: bool = False  # PreferNoSchedule taints keep it off until relaxed
 
 
 @dataclass(slots=True)
@@ -73,6 +76,7 @@ class PlannedClaim:
     largest: dict[str, Decimal] = field(default_factory=dict)  # per resource, the most any option has
     zone_set: frozenset[str] = frozenset()  # the zones its options offer
     taints: tuple[Taint, ...] = ()  # its pool's: every pod on it must tolerate them
+    min_values_relaxed: bool = False  # BestEffort lowered a minValues its options could not meet
 
     def narrowed(self, options: list[Option], fitting: Fitting) -> None:
         """New options (after a requirement narrowed them), and what is derived from them."""

@@ -20,6 +20,8 @@ from typing import Any
 
 from shared.api.core import Requirement, Taint, Toleration
 from shared.api.labels import NODEPOOL_LABEL, ZONE_LABEL
+from shared.api.nodeoverlay import NodeOverlay
+from shared.api.nodeoverlay_validation import validate_overlay
 from shared.api.nodepool import NodePool
 from shared.api.pod import Affinity, PodAffinityTerm, TopologySpreadConstraint
 from shared.api.quantity import Quantity
@@ -28,10 +30,11 @@ from shared.events import contracts as c
 from shared.events.decode import Step, dispatch
 from shared.events.envelope import RecordedEvent
 from shared.projections.cluster import Cluster
+from shared.scheduling import preferences
 from shared.scheduling.nodeclasses import NodeClassState, unready_reason
 from shared.scheduling.offerings import DaemonSetPods, node_daemon_overhead
 from shared.scheduling.requirements import Requirements, ValueSet
-from shared.scheduling.topology import PodTopology, Running
+from shared.scheduling.topology import Running
 from shared.scheduling.values import NodeCapacity, PendingPod, PoolTemplate
 
 _ZERO = Decimal(0)
@@ -64,6 +67,11 @@ class ClaimInFlight:
     zone: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, Decimal] = field(default_factory=dict)
+    provider_id: str | None = None
+    """Its instance, once launched: any other the cloud lists for it is a leak."""
+    prioritized: list[str] = field(default_factory=list)
+    """Its types in the order it was planned by, when NodeOverlays were in force: the cloud is
+    asked to launch the first it can (upstream's prioritized fleet), not its own cheapest."""
 
 
 @dataclass(slots=True)
@@ -82,6 +90,8 @@ class SchedulingView:
     claims: dict[str, ClaimInFlight] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the claim in flight for it
     nodeclasses: dict[str, NodeClassState] = field(default_factory=dict)  # EC2NodeClass -> last status
+    overlays: dict[str, NodeOverlay] = field(default_factory=dict)
+    """The NodeOverlays in force (recorded only while the `NodeOverlay` gate is on)."""
     gated: bool = False
     """The cloud resolves EC2NodeClasses (AWS): a pool on one launches only while it is Ready."""
     position: int = 0
@@ -199,14 +209,15 @@ class SchedulingView:
         return out
 
     def templates(
-        self, remaining: Mapping[str, Mapping[str, Decimal] | None], *, unready: bool = False
+        self, remaining: Mapping[str, Mapping[str, Decimal] | None], *, unready: bool = False, static: bool = False
     ) -> list[PoolTemplate]:
         """The pools a pass may launch into; `unready`: those it leaves out too (drift compares a
-        claim with its pool whether or not the pool may launch)."""
+        claim with its pool whether or not the pool may launch); `static`: the static pools too,
+        which a pod never makes grow (upstream's provisioner leaves them out: `static` does)."""
         out = []
         left_out = set() if unready else set(self.unready())
         for name, pool in self.pools.items():
-            if name in left_out:
+            if name in left_out or (pool.spec.static and not static):
                 continue
             spec = pool.spec.template.spec
             requirements = Requirements.of(spec.requirements)
@@ -233,16 +244,12 @@ def _node_requirements(node_selector: Mapping[str, str], affinity: Affinity | No
 
 
 def pending_pod(pod: c.PodPending, at: datetime) -> PendingPod:
-    """A PodPending fact as the scheduling pass takes it."""
+    """A PodPending fact as the scheduling pass takes it: its preferred terms and ScheduleAnyway
+    spread in force, to be relaxed one at a time (`preferences`)."""
     affinity = _affinity(pod.affinity)
-    requirements = _node_requirements(pod.node_selector, affinity)
+    selector = Requirements(ValueSet.exactly(k, v) for k, v in pod.node_selector.items())
     spread = tuple(TopologySpreadConstraint.model_validate(t) for t in pod.topology_spread_constraints)
-    topology = PodTopology(
-        labels=dict(pod.labels),
-        spread=spread,
-        affinity=tuple(affinity.required_affinity()) if affinity else (),
-        anti_affinity=tuple(affinity.required_anti_affinity()) if affinity else (),
-    )
+    requirements, topology, soft = preferences.strict(selector, affinity, dict(pod.labels), spread)
     return PendingPod(
         key=f"{pod.namespace}/{pod.name}",
         requests=_quantities(pod.requests),
@@ -252,6 +259,7 @@ def pending_pod(pod: c.PodPending, at: datetime) -> PendingPod:
         uid=pod.uid or "",
         daemonset=pod.owner_kind == "DaemonSet",
         topology=topology,
+        preferences=soft,
     )
 
 
@@ -304,6 +312,20 @@ def _nodeclass_status(p: SchedulingView, e: c.NodeClassStatusChanged, r: Recorde
         e.ready, e.reason, e.message, tuple(e.subnets), tuple(e.security_groups), tuple(e.amis)
     )
     p.changed = True  # a pool may launch now, or no longer
+
+
+def _overlay_applied(p: SchedulingView, e: c.NodeOverlayApplied, r: RecordedEvent) -> None:
+    overlay = validate_overlay(e.nodeoverlay_object).overlay
+    if overlay is not None:
+        p.overlays[e.nodeoverlay] = overlay
+    else:
+        p.overlays.pop(e.nodeoverlay, None)
+    p.changed = True  # the catalogs change: a pass may choose otherwise
+
+
+def _overlay_deleted(p: SchedulingView, e: c.NodeOverlayDeleted, r: RecordedEvent) -> None:
+    p.overlays.pop(e.nodeoverlay, None)
+    p.changed = True
 
 
 def _pending(p: SchedulingView, e: c.PodPending, r: RecordedEvent) -> None:
@@ -378,6 +400,7 @@ def _claim_created(p: SchedulingView, e: c.NodeClaimCreated, r: RecordedEvent) -
         requirements,
         {k: str(v) for k, v in e.requests.items()},
         zone=_pinned_zone(requirements),
+        prioritized=[o.name for o in e.instance_types] if p.overlays else [],
     )
     for key in e.pods:
         p.nominated[key] = e.nodeclaim
@@ -395,6 +418,7 @@ def _claim_launched(p: SchedulingView, e: c.NodeClaimLaunched, r: RecordedEvent)
     claim = p.claims.get(e.nodeclaim)
     if claim is not None:
         claim.launched = True
+        claim.provider_id = e.provider_id
         claim.zone = e.zone or claim.zone
         claim.labels = dict(e.labels)
         claim.allocatable = _quantities(e.allocatable)
@@ -434,6 +458,8 @@ VIEW_STEPS: Mapping[type[c.Event], Step[SchedulingView]] = {
     c.NodePoolRejected: _pool_gone,
     c.NodePoolDeleted: _pool_gone,
     c.NodeClassStatusChanged: _nodeclass_status,
+    c.NodeOverlayApplied: _overlay_applied,
+    c.NodeOverlayDeleted: _overlay_deleted,
     c.DaemonSetApplied: _daemonset_applied,
     c.DaemonSetDeleted: _daemonset_deleted,
     c.PodPending: _pending,

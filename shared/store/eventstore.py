@@ -302,19 +302,24 @@ class EventStore(LogReader):
         producer: str,
         correlation_id: str | None = None,
         fence: Fence | None = None,
+        parts: Sequence[DisruptionDecided] = (),
     ) -> list[int]:
         """Mark candidates for disruption only if the pool's budgets (active at `occurred_at`) and
         its node hard limit allow it, creating the replacements in the same transaction;
-        otherwise append nothing and raise `BudgetExceeded` / `NodeLimitExceeded`. With a
-        `fence`, only while that leader lock holds."""
-        decided = NewEvent.of(
-            decision,
-            occurred_at=occurred_at,
-            producer=producer,
-            correlation_id=correlation_id,
-            event_id=first_event_id(decision.stream_id),
-        )
-        appends = [Append(decision.stream_id, NO_STREAM, [decided])]
+        otherwise append nothing and raise `BudgetExceeded` / `NodeLimitExceeded`. `parts`: the
+        same command's decisions for its candidates of other pools, each checked against its own
+        pool's budgets in the same transaction. With a `fence`, only while that leader lock holds."""
+        appends = []
+        for part in (decision, *parts):
+            event = NewEvent.of(
+                part,
+                occurred_at=occurred_at,
+                producer=producer,
+                correlation_id=correlation_id,
+                event_id=first_event_id(part.stream_id),
+            )
+            appends.append(Append(part.stream_id, NO_STREAM, [event]))
+        decided = appends[0].events[0]
         for claim in replacements:
             event = NewEvent.of(
                 claim,

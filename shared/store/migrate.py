@@ -1,24 +1,29 @@
-"""Apply the Alembic migrations from code (`nodewright migrate`, tests, local servers)."""
+"""Apply the Alembic migrations from code (`nodewright migrate`, tests, local servers).
+
+Alembic is imported where it is used: every `nodewright` command imports this module, and
+most never migrate (Alembic alone is about half of the CLI's start-up)."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import migrations
 from shared.config import async_database_url
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 SCRIPT_LOCATION = Path(migrations.__file__).parent
 
 
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(SCRIPT_LOCATION))
     config.attributes["url"] = async_database_url(url)
@@ -26,10 +31,14 @@ def alembic_config(url: str) -> Config:
 
 
 def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config("postgresql://unused")).get_current_head()
 
 
 async def current_revision(url: str) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     engine = create_async_engine(async_database_url(url))
     try:
         async with engine.connect() as conn:
@@ -39,6 +48,8 @@ async def current_revision(url: str) -> str | None:
 
 
 def upgrade_sync(url: str) -> None:
+    from alembic import command
+
     command.upgrade(alembic_config(url), "head")
 
 
@@ -62,6 +73,7 @@ async def member_login(url: str, login: str, role: str) -> str:
         raise ValueError(f"role must be {WRITER} or {READER}, not {role!r}")
     if not login.isidentifier():
         raise ValueError(f"a login name is a plain identifier, not {login!r}")
+
     engine = create_async_engine(async_database_url(url))
     try:
         async with engine.begin() as conn:

@@ -21,6 +21,17 @@ MIN_DRAIN = timedelta(seconds=5)
 """Upstream's minimum drain time: a node is never drained in less, whatever its pods."""
 
 
+IMMEDIATE_REASONS = frozenset({"Unhealthy"})
+"""Reasons whose termination time is the request itself: node repair sets upstream's
+termination timestamp to now, so pods are deleted at once, PDBs and do-not-disrupt aside."""
+
+
+def termination_grace(reason: str, pool_grace: timedelta | None) -> timedelta | None:
+    """The termination grace period a deletion for `reason` gets: none left for node repair, the
+    pool's terminationGracePeriod otherwise."""
+    return timedelta(0) if reason in IMMEDIATE_REASONS else pool_grace
+
+
 @dataclass(frozen=True, slots=True)
 class Termination:
     """A claim being terminated, as the log tells it."""

@@ -5,6 +5,7 @@ not at the next `make bench`. No figure is checked: a smoke run measures nothing
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -20,7 +21,10 @@ BENCHMARKS = ROOT / "benchmarks"
 pytestmark = pytest.mark.timeout(600)
 
 
-COVERED = {"e2e": "tests/e2e/test_e2e_benchmark.py runs its burst (run_once) and its table (render)"}
+COVERED = {
+    "e2e": "tests/e2e/test_e2e_benchmark.py runs its burst (run_once) and its table (render)",
+    "whatif": "test_the_whatif_benchmark_records_and_replays below runs its --smoke and checks its figures",
+}
 """Benchmarks another test runs already: not run twice."""
 
 
@@ -58,3 +62,27 @@ def test_every_benchmark_runs_in_its_smoke_mode(database_server_url: str, nats_s
             failed.append((name, run.returncode, (run.stdout + run.stderr)[-3000:]))
     print(took)  # where the suite's time goes, with -s
     assert failed == [], "\n\n".join(f"{name} exited {code}:\n{tail}" for name, code, tail in failed)
+
+
+def test_the_whatif_benchmark_records_and_replays(tmp_path: Path):
+    """Offline (no server): the first morning of the flagship recorded by the runner and replayed
+    in both variants; the figures are all there and the baseline is faithful to its record. Bad
+    options exit 2 with the option named."""
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "benchmarks.whatif", *args]
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+
+    run = bench("--smoke")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    assert figures["recording_this_run"] and figures["events"] > 0
+    assert set(figures["variants"]) == {"baseline", "changed"}
+    assert all(v["seconds"] > 0 for v in figures["variants"].values())
+    assert figures["faithful"], run.stdout
+    log = run.stdout.split("\n", 1)[0].removeprefix("log: ").split(" (", 1)[0]
+    assert not Path(log).exists(), f"a smoke run keeps its recording in a temporary directory, not {log}"
+    for args, named in ((["--days", "0"], "--days"), (["--log", "missing.jsonl"], "--log")):
+        bad = bench(*args)
+        assert bad.returncode == 2 and named in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

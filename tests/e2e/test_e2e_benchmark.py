@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_a_small_burst_is_bound_and_measured(tmp_path: Path, migrated_url: str, nats_server_url: str):
-    r = run_once(migrated_url, nats_server_url, tmp_path / "run", pods=50, warmup=15, launch="0s", registration="0s")
+    r = run_once(migrated_url, nats_server_url, tmp_path / "run", pods=50, warmup=30, launch="0s", registration="0s")
     assert r["bound"] == 50 and r["nodeclaims"] >= 1 and r["launch_failures"] == 0
     stages = list(r["stages_s"].values())
     assert all(math.isfinite(s) for s in stages)

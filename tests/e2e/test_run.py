@@ -45,6 +45,7 @@ SUMMARY_KEYS = {
     "decisions",
     "blocked",
     "blocked_by_reason",
+    "unconsolidatable",
     "max_disrupting",
     "max_nodes",
     "limits",

@@ -142,6 +142,10 @@ def test_a_scenario_played_on_moto_keeps_the_promises_and_leaves_exactly_its_liv
         timeout=60,
     )
     assert "spot_interrupted" in explained.stdout and interrupted["InstanceId"] in explained.stdout, explained.stdout
+    # replaced before its instance went: the replacement launched, on the log's simulated clock,
+    # before the interrupted claim's termination (upstream drains and replaces within the notice)
+    launched, terminated, providers = asyncio.run(_when(log, replacement["tags"]["karpenter.sh/nodeclaim"], claim))
+    assert launched < terminated, (launched, terminated)
     asyncio.run(drop_run_log(log))
 
     # moto's running instances are exactly the live claims, tagged as upstream tags them
@@ -156,3 +160,21 @@ def test_a_scenario_played_on_moto_keeps_the_promises_and_leaves_exactly_its_liv
         assert instance["InstanceType"] in TYPES and instance["SubnetId"] in subnets
         assert tags["karpenter.sh/nodepool"] == "general" and tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
         assert tags["eks:eks-cluster-name"] == cluster and tags["team"] == "platform"
+    for instance in mine:  # each claim's providerID, as the log recorded its launch, is its instance
+        zone = instance["Placement"]["AvailabilityZone"]
+        assert providers[instance["tags"]["karpenter.sh/nodeclaim"]] == f"aws:///{zone}/{instance['InstanceId']}"
+
+
+async def _when(url: str, replacement: str, interrupted: str) -> tuple[datetime, datetime, dict[str, str]]:
+    """When the log says the replacement launched and the interrupted claim terminated, and each
+    launched claim's providerID."""
+    from shared.store.eventstore import EventStore
+
+    store = EventStore.connect(url)
+    try:
+        recorded = [r async for page in store.read_recorded(["NodeClaimLaunched", "NodeClaimTerminated"]) for r in page]
+    finally:
+        await store.close()
+    seen = {(r.type, r.data["nodeclaim"]): r.occurred_at for r in recorded}
+    providers = {r.data["nodeclaim"]: r.data["provider_id"] for r in recorded if r.type == "NodeClaimLaunched"}
+    return seen[("NodeClaimLaunched", replacement)], seen[("NodeClaimTerminated", interrupted)], providers

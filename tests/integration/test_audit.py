@@ -112,6 +112,34 @@ async def test_a_disruption_during_a_freeze_is_a_budget_violation(store: EventSt
     assert "VIOLATION budget" in story[-1]
 
 
+async def test_forged_forceful_decisions_are_named_from_the_database_and_the_file(
+    store: EventStore, migrated_url: str, tmp_path
+):
+    """Claims' creation times reach the re-check of an `Expired` decision however the log is
+    read: one process, split, or exported."""
+    await workload(store)
+    later = T0 + timedelta(hours=5)
+    await plant(store, decided("early", "web", "Expired", ["web-2"]), later)  # 5h of 720h
+    await plant(store, decided("shrink", "batch", "OverLimit", ["batch-2"]), later)  # batch has no limits.nodes
+    await plant(store, decided("sly", "web", "Underutilized", ["web-0"], forceful=True), later)
+    await plant(store, decided("due", "batch", "Expired", ["batch-0"]), T0 + timedelta(days=31))  # truly expired
+    one = await audit_database(migrated_url, workers=1, explain="nodeclaim-web-2")
+    found = [(v.stream, v.rule) for v in one.replay.violations]
+    assert found == [
+        ("disruption-early", "expired"),
+        ("disruption-shrink", "over-limit"),
+        ("disruption-sly", "budget"),
+        ("disruption-sly", "forceful"),
+    ]
+    assert "web-2 is 5h old, its expireAfter 720h" in one.replay.violations[0].detail
+    assert "VIOLATION expired" in one.replay.story[-1].text
+    split = await audit_database(migrated_url, workers=2, explain="nodeclaim-web-2")
+    assert split.to_json() == one.to_json()
+    path = tmp_path / "log.jsonl"
+    await export(migrated_url, path)
+    assert audit_file(path, explain="nodeclaim-web-2").to_json()["violations"] == one.to_json()["violations"]
+
+
 async def test_audit_from_jsonl_equals_audit_from_the_database(store: EventStore, migrated_url: str, tmp_path):
     await workload(store)
     await plant(store, created("web-extra", "web", ("64", "256Gi")), T0 + timedelta(hours=4))

@@ -72,18 +72,21 @@ async def test_offerings_follow_the_zones_ec2_offers_the_type_in(loaded, moto_ur
     zones = {o["Location"] for o in answer["InstanceTypeOfferings"]}
     assert len(zones) > 1 and all(z.startswith(REGION) for z in zones)
     m5 = next(t for t in loaded[3][0] if t["name"] == "m5.large")
-    assert {(o["zone"], o["capacityType"]) for o in m5["offerings"]} == {
+    available = [o for o in m5["offerings"] if o["available"]]
+    assert {(o["zone"], o["capacityType"]) for o in available} == {
         (zone, kind) for zone in zones for kind in ("on-demand", "spot")
     }
-    assert {o["price"] for o in m5["offerings"] if o["capacityType"] == "on-demand"} == {0.096}
+    assert {o["zone"] for o in m5["offerings"]} >= zones  # the region's other zones: there, flagged unavailable
+    assert {o["price"] for o in available if o["capacityType"] == "on-demand"} == {0.096}
     # moto's spot answer came through: its placeholder price, for every zone
-    assert {o["price"] for o in m5["offerings"] if o["capacityType"] == "spot"} == {MOTO_PLACEHOLDER_SPOT}
+    assert {o["price"] for o in available if o["capacityType"] == "spot"} == {MOTO_PLACEHOLDER_SPOT}
 
 
 async def test_spot_prices_refresh_on_their_interval_newest_per_zone(loaded):
     catalog, clients, clock, answers, _ = loaded
     spot_calls = clients.calls["DescribeSpotPriceHistory"]
-    zones = sorted({o["zone"] for o in next(t for t in answers[0] if t["name"] == "m5.large")["offerings"]})
+    m5_offerings = next(t for t in answers[0] if t["name"] == "m5.large")["offerings"]
+    zones = sorted({o["zone"] for o in m5_offerings if o["available"]})
     at = clock.now
     fixture = [
         {"InstanceType": "m5.large", "AvailabilityZone": zones[0], "SpotPrice": "0.0400", "Timestamp": at},

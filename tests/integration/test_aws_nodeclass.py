@@ -95,8 +95,10 @@ async def test_the_example_nodeclass_resolves_from_ec2_ssm_and_iam(moto_url, mot
     assert out.security_groups == (seeded["group"],)
     assert out.status["securityGroups"] == [{"id": seeded["group"], "name": "nodes"}]
     assert out.amis == (seeded["image"],)
-    assert out.status["amis"][0]["requirements"] == [
-        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+    assert out.status["amis"][0]["requirements"] == [  # the alias's standard variant: no GPU, no accelerator
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.k8s.aws/instance-accelerator-count", "operator": "DoesNotExist"},
+        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"},
     ]
     profile = out.status["instanceProfile"]
     assert profile.startswith("my-cluster_")

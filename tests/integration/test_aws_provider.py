@@ -187,6 +187,18 @@ async def test_a_capacity_error_names_the_offerings_refused(aws):
         await provider.create(spec("default-bad"))
     assert not isinstance(other.value, InsufficientCapacityError)
 
+    def partly(parsed: dict[str, Any]) -> None:  # moto's instance kept, after a refusal on the way
+        refusal: dict[str, Any] = {}
+        short(refusal)
+        parsed["Errors"] = refusal["Errors"]
+
+    clients.rewrite["CreateFleet"] = partly
+    view = await provider.create(spec("default-partly"))
+    assert view["providerID"].startswith("aws:///")  # the instance moto launched is the claim's
+    assert view["refused"] == [["t3.micro", "us-east-1a", "spot"]]  # for the scheduler's cache
+    clients.rewrite.pop("CreateFleet")
+    assert "refused" not in await provider.create(spec("default-whole"))
+
 
 async def test_create_twice_for_one_claim_gives_one_instance(aws):
     provider, clients, _ = aws
@@ -242,14 +254,27 @@ async def test_a_leaked_instance_is_terminated_and_another_clusters_left(aws, mo
     provider, _, _ = aws
     nc = node_class(subnets=world["subnets"], security_groups=(world["sg"],), amis=world["amis"])
     other = AwsProvider(moto_clients(moto_url), FixtureCatalog(), NodeClasses(nc), "another", lambda: NOW)
-    await provider.create(spec("default-held"))
+    held = await provider.create(spec("default-held"))
     lost = await provider.create(spec("default-lost"))
     theirs = await other.create(spec("default-theirs"))
-    projection = SimpleNamespace(claims={"default-held": object()}, orphaned=list)
+    (raw,) = [i for i in await _instances(provider) if i["InstanceId"] == held["providerID"].rsplit("/", 1)[1]]
+    async with provider.clients("ec2") as ec2:  # a second instance tagged with the held claim
+        answer = await ec2.run_instances(
+            ImageId=raw["ImageId"],
+            InstanceType=raw["InstanceType"],
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=raw["SubnetId"],
+            TagSpecifications=[{"ResourceType": "instance", "Tags": raw["Tags"]}],
+        )
+    second = f"aws:///{raw['Placement']['AvailabilityZone']}/{answer['Instances'][0]['InstanceId']}"
+    projection = SimpleNamespace(
+        claims={"default-held": SimpleNamespace(provider_id=held["providerID"])}, orphaned=list
+    )
     gc = GarbageCollection(None, projection, provider, None, NOW)  # type: ignore[arg-type]  # only these are used
     later = datetime.now(UTC) + LEAK_GRACE  # moto stamps LaunchTime with the wall clock
-    assert await gc.terminate_leaked(await provider.list(), later) == [lost["providerID"]]
-    assert {v["nodeclaim"] for v in await provider.list()} == {"default-held"}
+    assert sorted(await gc.terminate_leaked(await provider.list(), later)) == sorted([lost["providerID"], second])
+    assert [v["providerID"] for v in await provider.list()] == [held["providerID"]]
     assert [v["providerID"] for v in await other.list()] == [theirs["providerID"]]
     await other.close()
 
@@ -280,11 +305,17 @@ async def test_the_launched_node_offers_what_its_classes_kubelet_leaves(aws):
     document["spec"]["kubelet"] = {"maxPods": 20, "kubeReserved": {"cpu": "500m"}}
     tuned = EC2NodeClass.model_validate(document)
     wanted = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}
-    views = []
+    views, planned = [], []
     for nc, claim in ((plain, "default-plain"), (tuned, "default-tuned")):
         launcher = AwsProvider(clients, FixtureCatalog(), NodeClasses(nc), provider.cluster, lambda: NOW)
         views.append(await launcher.create(spec(claim, wanted)))
+        planned.append({t["name"]: t["allocatable"]["pods"] for t in await launcher.instance_types("default")})
         await launcher.close()
     assert views[0]["allocatable"]["pods"] == "29"  # m5.large's ENIs: 3 * (10 - 1) + 2
     assert views[1]["allocatable"]["pods"] == "20"
     assert parse(views[1]["allocatable"]["cpu"]) == parse("1500m")  # 2 cpus less the 500m reserved
+    # what the scheduler plans a pool on the class with is what its instances offer
+    assert planned[0]["m5.large"] == "29" and set(planned[1].values()) == {"20"}
+    assert {t["name"]: t["allocatable"]["pods"] for t in await provider.instance_types()}["m5.large"] == "29"
+    with pytest.raises(CloudError, match="EC2NodeClass missing not found"):
+        await provider.instance_types("missing")

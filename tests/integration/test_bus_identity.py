@@ -378,7 +378,9 @@ def test_each_service_may_send_only_its_own_sim_requests():
         own = {NAMES.sim_request(service, r) for r in SIM_CALLERS.get(service, ())}
         assert sends[service] - {NAMES.sim_journal("*")} == own
     assert NAMES.sim_request("scheduler", "cloud.create") in sends["scheduler"]
-    assert sends["watcher"] == set()  # it reads the cluster from the Kubernetes API, not the sim's bus
+    # it reads the cluster from the Kubernetes API, not the sim's bus; it asks the cloud only for the
+    # instance types a NodeOverlay's status is resolved against
+    assert sends["watcher"] == {NAMES.sim_request("watcher", "cloud.instance-types")}
     assert not any("cloud.create" in p for p in sends["disruption"])
     assert NAMES.sim_request("termination", "cloud.delete") in sends["termination"]
     assert not any(".cluster." in p for s in SERVICES for p in sends[s])  # the cluster is not on the bus

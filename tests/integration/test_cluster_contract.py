@@ -15,6 +15,7 @@ from services.sim.api import core
 from services.sim.api.rbac import User, Users
 from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
+from services.sim.inprocess import InProcessCluster
 from services.sim.world import World
 from shared.adapters.kube import KubeCluster, informer, kubeconfig_document, write_kubeconfig
 from shared.adapters.kube.rbac import METHOD_RULES, SERVICE_CALLS, rules_for
@@ -23,7 +24,6 @@ from shared.api.labels import TERMINATION_FINALIZER
 from shared.ports.cluster import NODE, NODECLAIM, ClusterError, KubeEvent
 from shared.runtime import tls
 from tests.cluster_contract import CASES, Harness, new_world
-from tests.cluster_double import InProcessCluster
 
 pytestmark = pytest.mark.timeout(60)
 WATCH_SECONDS = 2
@@ -64,10 +64,12 @@ async def served_world(world: World, users: list[User]) -> tuple[ApiServer, Worl
     return server, host
 
 
-async def connect(server: ApiServer, folder: Path, name: str, token: str) -> KubeCluster:
+async def connect(server: ApiServer, folder: Path, name: str, token: str, *, overlays: bool = False) -> KubeCluster:
+    """`overlays`: the adapter informs NodeOverlays too (the `NodeOverlay` gate on)."""
     assert server.url is not None
     document = kubeconfig_document(server.url, {name: token}, certificate_authority=server.certificate)
-    return await KubeCluster.connect(str(write_kubeconfig(folder / f"{name}.kubeconfig", document)))
+    path = str(write_kubeconfig(folder / f"{name}.kubeconfig", document))
+    return await KubeCluster.connect(path, overlays=overlays)
 
 
 @pytest.fixture
@@ -142,6 +144,7 @@ CALLS: dict[str, Callable[[KubeCluster, World], Awaitable[object]]] = {
     "set_nodepool_condition": lambda c, w: c.set_nodepool_condition("general", CONDITION),
     "patch_nodepool_status": lambda c, w: c.patch_nodepool_status("general", {"nodes": 2}),
     "patch_nodeclass_status": lambda c, w: c.patch_nodeclass_status("default", {"instanceProfile": "p"}),
+    "patch_nodeoverlay_status": lambda c, w: c.patch_nodeoverlay_status("half", {"conditions": []}),
     "get_nodeclass": lambda c, w: _nodeclass_read(c),
     "record_event": lambda c, w: _twice(c.record_event, KubeEvent(NODE, "n-1", "Normal", "Reason", "message")),
     "create_nodeclaim": lambda c, w: c.create_nodeclaim({**CLAIM, "metadata": {"name": "general-y"}}),
@@ -152,6 +155,12 @@ CALLS: dict[str, Callable[[KubeCluster, World], Awaitable[object]]] = {
 }
 
 
+OVERLAY = {
+    "apiVersion": "karpenter.sh/v1alpha1",
+    "kind": "NodeOverlay",
+    "metadata": {"name": "half"},
+    "spec": {"requirements": [{"key": "example.com/family", "operator": "Exists"}], "priceAdjustment": "-50%"},
+}
 NODECLASS = {
     "apiVersion": "karpenter.k8s.aws/v1",
     "kind": "EC2NodeClass",
@@ -195,8 +204,9 @@ async def test_each_method_asks_exactly_what_its_rules_grant(
     world.cluster.nodes["n-1"].taints.append(TAINT)
     world.cluster.create_custom(NODECLAIM, {"apiVersion": "karpenter.sh/v1", "kind": NODECLAIM, **CLAIM}, world.now)
     world.cluster.create_custom("EC2NodeClass", NODECLASS, world.now)
+    world.cluster.create_custom("NodeOverlay", OVERLAY, world.now)
     server, host = await served_world(world, [User(name="all", token="t-all")])
-    cluster = await connect(server, tmp_path, "all", "t-all")
+    cluster = await connect(server, tmp_path, "all", "t-all", overlays=True)
     try:
         if method == "watch":
             await _watching(cluster, host)

@@ -115,19 +115,35 @@ async def test_ten_empty_nodes_with_a_thirty_percent_budget_go_three_at_a_time(s
     assert (await audit_database(migrated_url)).ok
 
 
-async def play(document: dict, bus, store, minutes: float, **disruption) -> None:
+async def play(document: dict, bus, store, minutes: float, *, done=None, **disruption) -> None:
+    """Until `minutes` of simulated time have passed and, with `done` (an async predicate), it
+    holds: on a loaded machine the services lag the simulated clock."""
+
+    async def finished(sim) -> bool:
+        return sim.world.now > START + timedelta(minutes=minutes) and (done is None or await done())
+
     async with World(document, bus, store) as world:
         world.start_schedulers()
         world.start_termination()
         world.start_disruption(**disruption)
-        await world.until(lambda sim: sim.world.now > START + timedelta(minutes=minutes), seconds=240)
+        await world.until(finished, seconds=240)
+
+
+def seen(store, kind: str, test, count: int = 1):
+    """An async predicate: `count` events of `kind` for which `test(data)` holds are in the log."""
+
+    async def done() -> bool:
+        return len([d for _, d in await events_of(store, [kind]) if test(d)]) >= count
+
+    return done
 
 
 async def test_a_zero_budget_blocks_with_the_budget_message_and_deletes_nothing(store, bus):
     document = scenario(
         [pool(budgets=[{"nodes": "0"}])], [web(3)], [{"at": "5m", "scale": {"workload": "web", "replicas": 0}}]
     )
-    await play(document, bus, store, 12)
+    budget = "No allowed disruptions for disruption reason Empty due to blocking budget"
+    await play(document, bus, store, 12, done=seen(store, "DisruptionBlocked", lambda d: d["message"] == budget))
     decisions, _, blocked = await disruption_story(store)
     assert decisions == [] and blocked["Budget"] >= 1
     messages = {d["message"] for _, d in await events_of(store, ["DisruptionBlocked"])}
@@ -135,33 +151,45 @@ async def test_a_zero_budget_blocks_with_the_budget_message_and_deletes_nothing(
     assert await live_claims(store) == 3
 
 
-async def test_expiration_ignores_a_zero_budget_and_the_pods_move_to_new_nodes(store, bus):
+async def test_expiration_ignores_a_zero_budget_and_the_pods_move_to_new_nodes(store, migrated_url, bus):
     document = scenario(
         [pool(budgets=[{"nodes": "0"}], **{"template.spec.expireAfter": "20m"})],
         [web(2)],
         [],
     )
-    await play(document, bus, store, 30)
+
+    async def expired_ended() -> bool:
+        expired = [d for _, d in await events_of(store, ["DisruptionDecided"]) if d["reason"] == "Expired"]
+        ended = {d["nodeclaim"] for _, d in await events_of(store, ["NodeClaimTerminated"])}
+        return bool(expired) and {c for d in expired for c in d["candidates"]} <= ended
+
+    await play(document, bus, store, 30, done=expired_ended)
     decisions, _, _ = await disruption_story(store)
     expired = [d for d in decisions if d["reason"] == "Expired"]
     assert expired and all(d["forceful"] and d["decision"] == "delete" for d in expired)
     ended = {d["nodeclaim"] for _, d in await events_of(store, ["NodeClaimTerminated"])}
     assert {c for d in expired for c in d["candidates"]} <= ended
+    assert (await audit_database(migrated_url)).ok  # each candidate's age re-checked against its expireAfter
 
 
-async def test_lowering_the_node_limit_from_ten_to_six_removes_four_at_once(store, bus):
+async def test_lowering_the_node_limit_from_ten_to_six_removes_four_at_once(store, migrated_url, bus):
     lowered = pool(**{"limits": {"nodes": "6"}})
     document = scenario(
         [pool(**{"limits": {"nodes": "10"}})],
         [web(10)],
         [{"at": "10m", "applyNodePool": lowered}],
     )
-    await play(document, bus, store, 16)
+
+    async def six_left() -> bool:
+        return await live_claims(store) == 6
+
+    await play(document, bus, store, 16, done=six_left)
     decisions, _, _ = await disruption_story(store)
     over = [d for d in decisions if d["reason"] == "OverLimit"]
     assert len(over) == 1 and len(over[0]["candidates"]) == 4
     assert over[0]["budget_check"]["pool_nodes"] == 10 and over[0]["budget_check"]["node_limit"] == 6
     assert await live_claims(store) == 6
+    assert (await audit_database(migrated_url)).ok  # the count and the limit at the decision re-checked
 
 
 def shrinking(mode: str | None, policy: str = "WhenEmptyOrUnderutilized") -> dict:
@@ -176,7 +204,8 @@ def shrinking(mode: str | None, policy: str = "WhenEmptyOrUnderutilized") -> dic
 
 
 async def test_the_node_hard_limit_blocks_a_cheaper_replacement_with_its_own_message(store, bus):
-    await play(shrinking(None), bus, store, 15)
+    hard = "No allowed disruptions for disruption reason Underutilized due to node hard limit"
+    await play(shrinking(None), bus, store, 15, done=seen(store, "DisruptionBlocked", lambda d: d["message"] == hard))
     decisions, _, blocked = await disruption_story(store)
     assert [d for d in decisions if d["reason"] == "Underutilized"] == []
     assert blocked["NodeHardLimit"] >= 1
@@ -185,7 +214,8 @@ async def test_the_node_hard_limit_blocks_a_cheaper_replacement_with_its_own_mes
 
 
 async def test_soft_mode_lets_the_cheaper_replacement_through(store, migrated_url, bus):
-    await play(shrinking("Soft"), bus, store, 15)
+    replaced = seen(store, "DisruptionDecided", lambda d: d["reason"] == "Underutilized")
+    await play(shrinking("Soft"), bus, store, 15, done=replaced)
     decisions, _, _ = await disruption_story(store)
     replaced = [d for d in decisions if d["reason"] == "Underutilized"]
     assert replaced and replaced[0]["decision"] == "replace" and len(replaced[0]["replacements"]) == 1
@@ -208,9 +238,11 @@ async def test_drift_replaces_then_deletes_one_at_a_time_within_its_budget(store
         [{"at": "5m", "applyNodePool": v2}],
     )
     v2["spec"]["disruption"]["consolidationPolicy"] = "WhenEmpty"
-    await play(document, bus, store, 40)
+    await play(document, bus, store, 40, done=seen(store, "DisruptionCompleted", lambda d: True, 3))
     decisions, most, _ = await disruption_story(store)
-    drifted = [d for d in decisions if d["reason"] == "Drifted"]
+    # a decision on a moment's view is cancelled by its re-check before it acts, and taken again
+    cancelled = {d["decision_id"] for _, d in await events_of(store, ["DisruptionCancelled"])}
+    drifted = [d for d in decisions if d["reason"] == "Drifted" and d["decision_id"] not in cancelled]
     assert len(drifted) == 3 and all(d["decision"] == "replace" for d in drifted)
     assert most == 1
     order = await events_of(store, ["NodeClaimInitialized", "NodeClaimDeletionRequested"])
@@ -257,7 +289,13 @@ async def test_the_standby_finishes_a_command_whose_leader_stopped_mid_way_and_n
     decisions = [d for _, d in await events_of(store, ["DisruptionDecided"])]
     completed = [d for _, d in await events_of(store, ["DisruptionCompleted"])]
     cancelled = [d["why"] for _, d in await events_of(store, ["DisruptionCancelled"])]
-    assert len(completed) == 2 and not cancelled, cancelled  # the standby finishes what it inherits
+    # the standby finishes what it inherits; a decision its re-check finds stale (the replacement
+    # of the first node has since left its consolidateAfter window) is cancelled and taken again
+    assert len(completed) == 2 and all(why.endswith(": scheduling") for why in cancelled), cancelled
+    launched = Counter(d.get("replacement_for") for _, d in await events_of(store, ["NodeClaimCreated"]))
+    for d in decisions:  # never launched twice: a decision's replacements, once, and only if it completed
+        done = outcomes[(d["decision_id"], "DisruptionCompleted")]
+        assert launched[d["decision_id"]] == (len(d["replacements"]) if done else 0)
     for d in decisions:
         ends = outcomes[(d["decision_id"], "DisruptionCompleted")] + outcomes[(d["decision_id"], "DisruptionCancelled")]
         assert ends == 1 and outcomes[(d["decision_id"], "DisruptionValidated")] <= 1
@@ -292,11 +330,11 @@ async def test_b21_not_ready_nodes_consume_the_budget_until_they_are_ready_again
     assert (await audit_database(migrated_url)).ok
 
 
-async def test_a_cheaper_replacement_only_another_pool_could_launch_is_never_decided(store, bus):
-    """flagship-day's loop: a pod that tolerates its pool's taint but needs no pool would go, in
+async def test_a_cheaper_replacement_in_another_pool_is_launched_there(store, bus):
+    """flagship-day's case: a pod that tolerates its pool's taint but needs no pool would go, in
     the simulation, to a pool added later (tried first: names descending) whose node is cheaper.
-    The store counts a replacement in its decision's pool, so such a replace was decided, refused
-    at validation, and decided again every pass; it is no command at all."""
+    As upstream's, the replacement is launched there (named after it, reserved in it as a launch),
+    and the old node goes; it was once decided and refused at every validation."""
     backend = pool("backend", **{"template.spec.taints": [{"key": "BackendOnly", "effect": "NoSchedule"}]})
     tolerant = {"tolerations": [{"key": "BackendOnly", "operator": "Exists", "effect": "NoSchedule"}]}
     document = scenario(
@@ -305,8 +343,51 @@ async def test_a_cheaper_replacement_only_another_pool_could_launch_is_never_dec
         # late enough that a loaded machine has launched the backend node first (the premise)
         [{"at": "5m", "applyNodePool": pool("web", cpus=("2",))}],
     )
-    await play(document, bus, store, 11)
+
+    async def only_web() -> bool:
+        return {c.nodepool for c in (await store.counters()).values() if c.nodes} == {"web"}
+
+    await play(document, bus, store, 14, done=only_web)
     decisions, _, _ = await disruption_story(store)
     refused = [d["why"] for _, d in await events_of(store, ["DisruptionCancelled"])]
-    assert decisions == [] and refused == []
-    assert {c.nodepool for c in (await store.counters()).values() if c.nodes} == {"backend"}
+    replaces = [d for d in decisions if d["decision"] == "replace"]
+    assert refused == [] and len(replaces) == 1 and replaces[0]["nodepool"] == "backend"
+    assert set(replaces[0]["replacement_nodepools"].values()) == {"web"}
+    made = [d for _, d in await events_of(store, ["NodeClaimCreated"]) if d.get("replacement_for")]
+    assert [(d["nodepool"], d["replacement_from"], d["nodeclaim"].split("-")[0]) for d in made] == [
+        ("web", "backend", "web")
+    ]
+    assert {c.nodepool for c in (await store.counters()).values() if c.nodes} == {"web"}
+
+
+async def test_one_command_consolidates_nodes_of_two_pools_and_the_audit_holds(store, migrated_url, bus):
+    """Pool a (weight 10, 4 cpus at most) fills one node with `early`, `late` goes to pool b; each
+    keeps one pod: multi-node consolidation replaces both with one smaller node, one decision
+    per pool, appended, completed and audited together."""
+    small = {"cpu": "500m", "memory": "512Mi"}
+    pools = [
+        pool(name, cpus=("2", "4"), weight=weight, limits=limits, **{"disruption.consolidateAfter": "0s"})
+        for name, weight, limits in (("a", 10, {"cpu": "4"}), ("b", 1, {"nodes": "10"}))
+    ]
+    document = scenario(
+        pools,
+        [{"name": "early", "replicas": 7, "requests": small}, {"name": "late", "replicas": 0, "requests": small}],
+        [
+            {"at": "2m", "scale": {"workload": "late", "replicas": 6}},
+            {"at": "8m", "scale": {"workload": "early", "replicas": 1}},
+            {"at": "8m", "scale": {"workload": "late", "replicas": 1}},
+        ],
+    )
+
+    async def one_left() -> bool:
+        return await live_claims(store) == 1
+
+    await play(document, bus, store, 16, done=one_left)
+    decided = [d for _, d in await events_of(store, ["DisruptionDecided"])]
+    multi = [d for d in decided if d.get("command_parts")]
+    assert sorted(d["nodepool"] for d in multi) == ["a", "b"], decided
+    assert all(d["command_parts"] == multi[0]["command_parts"] for d in multi)
+    completed = {d["decision_id"] for _, d in await events_of(store, ["DisruptionCompleted"])}
+    assert set(multi[0]["command_parts"]) <= completed
+    assert await live_claims(store) == 1
+    assert (await audit_database(migrated_url)).ok

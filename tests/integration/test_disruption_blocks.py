@@ -65,8 +65,12 @@ async def rows_of(store, types: list[str]) -> list[tuple[str, dict, datetime, in
 
 
 def node_of(sim, pod_prefix: str) -> str | None:
-    """The node of the one pod whose name starts with `pod_prefix` (a sim node is named after its claim)."""
-    (pod,) = [p for p in sim.world.cluster.pods.values() if p.name.startswith(pod_prefix)]
+    """The node of the one pod whose name starts with `pod_prefix` (a sim node is named after its
+    claim); None while it is not there or not bound."""
+    pods = [p for p in sim.world.cluster.pods.values() if p.name.startswith(pod_prefix)]
+    if not pods:
+        return None
+    (pod,) = pods
     return pod.node_name
 
 
@@ -107,10 +111,24 @@ async def play_held_and_free(doc: dict, bus, store) -> tuple[str, str, str]:
         world.start_schedulers()
         world.start_termination()
         world.start_disruption()
-        await world.until(lambda sim: sim.world.now > START + timedelta(minutes=4, seconds=30), seconds=60)
+
+        def bound(sim) -> bool:  # and both lone pods bound: a loaded machine lags the simulated clock
+            lone = (node_of(sim, f"lone-{HELD}-"), node_of(sim, f"lone-{FREE}-"))
+            return sim.world.now > START + timedelta(minutes=4, seconds=30) and all(lone)
+
+        await world.until(bound, seconds=90)
         held, free = node_of(world.sim, f"lone-{HELD}-"), node_of(world.sim, f"lone-{FREE}-")
         (key,) = [k for k, p in world.sim.world.cluster.pods.items() if p.name.startswith(f"lone-{HELD}-")]
-        await world.until(lambda sim: sim.world.now > START + timedelta(minutes=16), seconds=60)
+
+        async def settled(sim) -> bool:  # a loaded machine lags the simulated clock: wait for the outcome too
+            if sim.world.now <= START + timedelta(minutes=16):
+                return False
+            seen = {
+                (t, d.get("nodeclaim")) for t, d in await events_of(store, ["DisruptionBlocked", "NodeClaimTerminated"])
+            }
+            return ("DisruptionBlocked", held) in seen and ("NodeClaimTerminated", free) in seen
+
+        await world.until(settled, seconds=200)
         assert node_of(world.sim, f"lone-{HELD}-") == held  # never moved
         assert held in world.sim.world.cluster.nodes
     assert held and free
@@ -119,7 +137,10 @@ async def play_held_and_free(doc: dict, bus, store) -> tuple[str, str, str]:
 
 async def assert_held_and_free_went(store, held: str, free: str, cause: str, message: str) -> None:
     decisions, _, blocked = await disruption_story(store)
-    assert all(held not in d["candidates"] for d in decisions)
+    # an empty node may be decided on before its lone pod binds on a loaded machine: the re-check
+    # cancels that; no decision on it may stand
+    cancelled = {d["decision_id"] for _, d in await events_of(store, ["DisruptionCancelled"])}
+    assert all(held not in d["candidates"] for d in decisions if d["decision_id"] not in cancelled)
     said = [d for _, d in await events_of(store, ["DisruptionBlocked"]) if d.get("nodeclaim") == held]
     assert said and {d["cause"] for d in said} == {cause}
     assert all(d["node"] == held and d["nodepool"] == HELD and d["reason"] == "" for d in said)
@@ -360,6 +381,5 @@ async def test_a_budget_in_a_local_time_zone_blocks_exactly_its_window_across_th
         for kind, d, at, _ in rows
         if kind == "DisruptionBlocked" and d["cause"] == "Budget" and d["reason"] == "Empty"
     ]
-    assert said and all(OPENS <= at < CLOSES for at in said)
-    assert min(said) < OPENS + timedelta(minutes=1)
-    assert max(said) >= CLOSES - timedelta(minutes=2)  # still blocked an hour "earlier" on the wall clock
+    # said once as the window opened (in the log once per change, not every pass), not after it
+    assert len(said) == 1 and OPENS <= said[0] < OPENS + timedelta(minutes=1)

@@ -65,7 +65,8 @@ async def wait_for_waiters(store: EventStore, count: int, key: int = KEY) -> Non
         for _ in range(500):
             waiting = await raw.fetchval(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::bigint::oid"
-                " AND objid = $2::bigint::oid AND objsubid = 1 AND NOT granted",
+                " AND objid = $2::bigint::oid AND objsubid = 1 AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                 companion >> 32,
                 companion & 0xFFFF_FFFF,
             )

@@ -116,3 +116,35 @@ async def test_reserve_launch_is_idempotent_by_event_id(store: EventStore):
     first = await store.append(claim.stream_id, NO_STREAM, [event])
     assert await store.append(claim.stream_id, NO_STREAM, [event]) == first
     assert (await store.counters("p"))["p"].nodes == 1
+
+
+async def test_a_command_across_pools_is_reserved_whole_or_not_at_all(store: EventStore):
+    """One decision per pool in one transaction: each part is checked against its own pool's
+    budget, and one refused part leaves every pool as it was."""
+    await seed(
+        store,
+        applied("p", budgets=[{"nodes": "1"}]),
+        applied("q", budgets=[{"nodes": "1"}]),
+        *live_nodes("p", 2),
+        *live_nodes("q", 2, prefix="m"),
+    )
+
+    def parts(first: str, second: str, p_names: list[str], q_names: list[str]):
+        ids = [first, second]
+        lead = decided(first, "p", "Underutilized", p_names).model_copy(update={"command_parts": ids})
+        other = decided(second, "q", "Underutilized", q_names).model_copy(update={"command_parts": ids})
+        return lead, other
+
+    lead, other = parts("d1", "d2", ["p-n0"], ["q-m0", "q-m1"])  # two of q under a budget of one
+    try:
+        await store.reserve_disruption(lead, occurred_at=T0, producer="t", parts=[other])
+        raise AssertionError("q's budget allows one")
+    except BudgetExceeded as exc:
+        assert exc.nodepool == "q"
+    counters = await store.counters()
+    assert counters["p"].disrupting == {} and counters["q"].disrupting == {}
+    lead, other = parts("d3", "d4", ["p-n0"], ["q-m0"])
+    await store.reserve_disruption(lead, occurred_at=T0, producer="t", parts=[other])
+    counters = await store.counters()
+    assert counters["p"].disrupting == {"p-n0": ["Underutilized", "d3"]}
+    assert counters["q"].disrupting == {"q-m0": ["Underutilized", "d4"]}

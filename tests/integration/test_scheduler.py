@@ -254,7 +254,8 @@ def _passes(scheduler: SchedulerService) -> float:
 
 
 def _sample(scheduler: SchedulerService, name: str) -> float:
-    return scheduler.shell.registry.get_sample_value(name) or 0.0
+    """The provisioner's series (upstream's `controller` label)."""
+    return scheduler.shell.registry.get_sample_value(name, {"controller": "provisioner"}) or 0.0
 
 
 async def _first_occurred(store, kind: str):

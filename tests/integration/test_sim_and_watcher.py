@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from services.sim.inprocess import InProcessCluster
 from services.sim.service import SimService
 from services.watcher.facts import WATCHER_FACTS
 from services.watcher.service import WatcherService
@@ -19,7 +20,6 @@ from shared.clock import ManualClock
 from shared.ports.cloud import InsufficientCapacityError
 from shared.ports.cluster import EvictionRefused
 from shared.store.eventstore import EventStore
-from tests.cluster_double import InProcessCluster
 from tests.factories import scenario_doc, startup_tainted_pool
 from tests.kube_api import LocalApi
 from tests.sim_callers import AnyCaller, provisioned

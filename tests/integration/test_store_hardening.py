@@ -175,12 +175,13 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
     await seed(store, applied("p", {"nodes": "5"}))
     claim = created("c1", "p")
     await store.append(claim.stream_id, NO_STREAM, [new(claim)])
-    gate = asyncio.Event()
+    gate, holds = asyncio.Event(), asyncio.Event()
     write = writes.write_batch
 
     async def write_and_hold(raw, snapshot, planned, **kw):
         done = await write(raw, snapshot, planned, **kw)
         if any(r.event.type == "NodeClaimLaunched" for r in planned.rows):
+            holds.set()  # written, not committed: the pool's row is locked
             await gate.wait()  # commit only when the other append is queued on the pool's row
         return done
 
@@ -189,16 +190,14 @@ async def test_an_append_that_waited_for_a_pool_lock_reads_what_the_holder_commi
     try:
         moved = launched("c1", "p")
         holding = asyncio.create_task(holder.append(moved.stream_id, 1, [new(moved)]))
-        while not holding.done() and await store.stream_version(claim.stream_id) == 1:
-            async with store.driver_connection() as raw:
-                if await raw.fetchval("SELECT count(*) FROM pg_locks WHERE relation = 'nodepool_counters'::regclass"):
-                    break
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(holds.wait(), 30)
         ended = terminated("c1", "p")
         waiting = asyncio.create_task(store.append(ended.stream_id, 2, [new(ended)]))
         for _ in range(500):
             async with store.driver_connection() as raw:
-                if await raw.fetchval("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"):
+                if await raw.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                ):
                     break
             await asyncio.sleep(0.01)
         gate.set()
@@ -269,6 +268,7 @@ async def test_an_optimistic_write_that_waits_on_a_pool_lock_checks_the_version_
         for _ in range(500):
             if await holder.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                " AND datname = current_database()"
             ):
                 break
             await asyncio.sleep(0.01)

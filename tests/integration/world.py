@@ -52,7 +52,12 @@ class World:
     cloud as itself (its own SimClient, so the sim answers only what it may send); `client` asks
     the cloud as whichever service may (`tests.sim_callers`)."""
 
-    def __init__(self, document: dict, bus: BusSettings, store, *, speed: float = SPEED) -> None:
+    def __init__(
+        self, document: dict, bus: BusSettings, store, *, speed: float = SPEED, overlays: bool = False
+    ) -> None:
+        """`overlays`: the `NodeOverlay` gate, for the watcher (which records overlays and
+        writes their status with the catalog it asks the sim for)."""
+        self.overlays = overlays
         self.clock = AcceleratedClock(START, speed=speed)
         self.api = LocalApi()
         self.sim = SimService(parse_scenario(document), self.clock, bus, api=self.api.options)
@@ -71,11 +76,18 @@ class World:
         while self.sim.api_url is None:
             await asyncio.sleep(0.05)
         self.clusters = {
-            service: await self.api.connect(self.sim, service, self.clock)
+            service: await self.api.connect(self.sim, service, self.clock, overlays=self.overlays)
             for service in ("watcher", "scheduler", "disruption", "termination")
         }
         await asyncio.sleep(0.3)
-        watcher = WatcherService(self.store, self.clusters["watcher"], self.clock, self.bus)
+        watcher = WatcherService(
+            self.store,
+            self.clusters["watcher"],
+            self.clock,
+            self.bus,
+            overlays=self.overlays,
+            cloud=self.callers["watcher"],
+        )
         self.tasks.append(asyncio.create_task(watcher.run(self.stopping)))
         return self
 

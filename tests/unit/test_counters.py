@@ -159,10 +159,13 @@ def test_scheduled_budgets_are_evaluated_at_the_decision_time():
 
 
 def test_forceful_reasons_pass_budgets():
-    events = [applied("p", budgets=[{"nodes": "0"}]), *live_nodes("p", 3)]
-    assert rules([*events, decided("d", "p", "Expired", ["p-n0"])]) == []
-    assert rules([*events, decided("d", "p", "OverLimit", ["p-n1", "p-n2"])]) == []
-    assert rules([*events, decided("d", "p", "Empty", ["p-n0"])]) == [("DisruptionDecided", "budget")]
+    # a minute between events: the claims are past their expireAfter; the limit lowered to 1 of 3
+    events = [applied("p", {"nodes": "3"}, budgets=[{"nodes": "0"}], expire_after="5m"), *live_nodes("p", 3)]
+    events.append(applied("p", {"nodes": "1"}, budgets=[{"nodes": "0"}], expire_after="5m"))
+    step = timedelta(minutes=1)
+    assert rules([*events, decided("d", "p", "Expired", ["p-n0"])], step=step) == []
+    assert rules([*events, decided("d", "p", "OverLimit", ["p-n1", "p-n2"])], step=step) == []
+    assert rules([*events, decided("d", "p", "Empty", ["p-n0"])], step=step) == [("DisruptionDecided", "budget")]
 
 
 @pytest.mark.parametrize(

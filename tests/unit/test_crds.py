@@ -61,6 +61,7 @@ _KUBELET_MAPS = ("systemReserved", "kubeReserved", "evictionHard", "evictionSoft
 EXTENSIONS = {
     "nodepools": {"spec.disruption.nodeLimitMode", "spec.disruption.budgets[].timeZone"},
     "nodeclaims": set(),
+    "nodeoverlays": set(),
     "ec2nodeclasses": {
         *(f"spec.kubelet.{f}" for f in KUBELET_FIELDS),
         *(f"spec.kubelet.{f}{{}}" for f in _KUBELET_MAPS),
@@ -70,10 +71,14 @@ EXTENSIONS = {
 """nodewright's documented extensions (docs/reference/nodepool.md, "Extensions over upstream"; for the
 EC2NodeClass, the kubelet fields it types, docs/reference/ec2nodeclass.md): the only paths upstream
 does not have."""
-PLURALS = ("nodepools", "nodeclaims", "ec2nodeclasses")
-GROUPS = {"nodepools": "karpenter.sh", "nodeclaims": "karpenter.sh", "ec2nodeclasses": "karpenter.k8s.aws"}
+PLURALS = ("nodepools", "nodeclaims", "ec2nodeclasses", "nodeoverlays")
+GROUPS = {
+    "nodepools": "karpenter.sh",
+    "nodeclaims": "karpenter.sh",
+    "ec2nodeclasses": "karpenter.k8s.aws",
+    "nodeoverlays": "karpenter.sh",
+}
 
-_UNSUPPORTED_BALANCED = "Balanced (Karpenter v1.14+) is not supported: the API server refuses it up front"
 _STRINGS_ON_AN_ARRAY = (
     "upstream puts string keywords on the array, where the API server ignores them; nodewright "
     "checks each value as a label value (shared.api.validation)"
@@ -85,11 +90,12 @@ _NODECLAIM_REASON = (
     "condition needs a reason"
 )
 DIFFERENCES: dict[tuple[str, str, str], str] = {
-    ("nodepools", "spec.disruption.consolidationPolicy", "enum"): _UNSUPPORTED_BALANCED,
     ("nodepools", "spec.template.spec.requirements[].values", "pattern"): _STRINGS_ON_AN_ARRAY,
     ("nodepools", "spec.template.spec.requirements[].values", "maxLength"): _STRINGS_ON_AN_ARRAY,
     ("nodeclaims", "spec.requirements[].values", "pattern"): _STRINGS_ON_AN_ARRAY,
     ("nodeclaims", "spec.requirements[].values", "maxLength"): _STRINGS_ON_AN_ARRAY,
+    ("nodeoverlays", "spec.requirements[].values", "pattern"): _STRINGS_ON_AN_ARRAY,
+    ("nodeoverlays", "spec.requirements[].values", "maxLength"): _STRINGS_ON_AN_ARRAY,
     ("nodepools", "status.conditions[]", "required"): _MESSAGE_DEFAULTS,
     ("nodepools", "status.conditions[].message", "default"): _MESSAGE_DEFAULTS,
     ("nodeclaims", "status.conditions[].message", "default"): _MESSAGE_DEFAULTS,
@@ -103,6 +109,9 @@ DIFFERENCES: dict[tuple[str, str, str], str] = {
     ("nodeclaims", "status.conditions[]", "required"): _NODECLAIM_REASON,
     ("nodeclaims", "status.conditions[].reason", "pattern"): _NODECLAIM_REASON,
     ("nodeclaims", "status.conditions[].reason", "minLength"): _NODECLAIM_REASON,
+    ("nodeoverlays", "status.conditions[]", "required"): _MESSAGE_DEFAULTS,
+    ("nodeoverlays", "status.conditions[].message", "default"): _MESSAGE_DEFAULTS,
+    ("nodeoverlays", "status.conditions[].type", "pattern"): _CONDITION_TYPE,
     ("ec2nodeclasses", "status.conditions[]", "required"): _MESSAGE_DEFAULTS,
     ("ec2nodeclasses", "status.conditions[].message", "default"): _MESSAGE_DEFAULTS,
     ("ec2nodeclasses", "status.conditions[].type", "pattern"): _CONDITION_TYPE,
@@ -197,12 +206,6 @@ RULES_ELSEWHERE = {
 }
 """CEL rules that sit one level up in ours: the Requirement type is shared by NodePools and
 NodeClaims, and only a NodePool's requirements may not name karpenter.sh/nodepool."""
-STATIC_NODEPOOLS = {
-    "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
-    "only 'limits.nodes' is supported on static NodePools",
-    "'weight' is not supported on static NodePools",
-}
-"""Upstream's rules for static NodePools: nodewright refuses any NodePool that sets replicas."""
 _SIGNALS = "['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']"
 _RESERVED = "['cpu','memory','ephemeral-storage','pid']"
 EXTENSION_RULES = {
@@ -237,7 +240,7 @@ def rule_differences(plural: str) -> list[str]:
     theirs, ours = _messages(_schema(_load(plural))), _messages(_schema(_ours(plural)))
     expected: dict[str, set[str]] = {path: set() for path in ours}
     for path, messages in theirs.items():
-        for message in messages - STATIC_NODEPOOLS:
+        for message in messages:
             expected.setdefault(RULES_ELSEWHERE.get((plural, path, message), path), set()).add(message)
     for (kind, path), messages in EXTENSION_RULES.items():
         if kind == plural:

@@ -28,6 +28,9 @@ def instance(claim: str | None, age: timedelta | None, pid: str = "aws:///us-eas
     ("found", "is_leaked"),
     [
         (instance("held", timedelta(hours=1)), False),
+        (instance("launched", timedelta(hours=1)), False),  # the instance its launch recorded
+        (instance("launched", timedelta(hours=1), "aws:///us-east-1b/i-2"), True),  # a second one
+        (instance("launched", LEAK_GRACE - timedelta(seconds=1), "aws:///us-east-1b/i-2"), False),
         (instance("gone", timedelta(hours=1)), True),
         (instance("gone", LEAK_GRACE), True),
         (instance("gone", LEAK_GRACE - timedelta(seconds=1)), False),
@@ -35,10 +38,22 @@ def instance(claim: str | None, age: timedelta | None, pid: str = "aws:///us-eas
         (instance("gone", None), False),
         ({**instance("gone", None), "launchedAt": "yesterday"}, False),
     ],
-    ids=["held", "old", "at-grace", "young", "untagged", "no-launch-time", "bad-launch-time"],
+    ids=[
+        "held",
+        "its-own",
+        "a-second",
+        "a-young-second",
+        "old",
+        "at-grace",
+        "young",
+        "untagged",
+        "no-launch-time",
+        "bad-launch-time",
+    ],
 )
 def test_leaked_rule(found, is_leaked):
-    assert leaked([found], {"held"}, NOW) == ([found] if is_leaked else [])
+    held = {"held": None, "launched": "aws:///us-east-1a/i-1"}
+    assert leaked([found], held, NOW) == ([found] if is_leaked else [])
 
 
 class Cloud:
@@ -55,7 +70,7 @@ class Cloud:
 
 async def test_leaked_instances_are_terminated_and_refusals_left_for_later():
     cloud = Cloud({"aws:///z/i-3": CloudError("throttled"), "aws:///z/i-4": InstanceNotFound("gone")})
-    projection = SimpleNamespace(claims={"held": object()}, orphaned=list)
+    projection = SimpleNamespace(claims={"held": SimpleNamespace(provider_id="aws:///z/i-1")}, orphaned=list)
     gc = GarbageCollection(None, projection, cloud, None, NOW)  # type: ignore[arg-type]  # only these are used
     old = timedelta(minutes=5)
     found = [

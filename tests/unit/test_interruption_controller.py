@@ -52,6 +52,7 @@ def test_a_spot_warning_deletes_the_claim_once_even_when_delivered_twice():
     assert world.metric("karpenter_interruption_message_queue_duration_seconds_count") == 2
     assert world.metric("karpenter_interruption_message_queue_duration_seconds_sum") == 60.0  # each sent 30 s before T0
     disrupted = {"reason": "spot_interrupted", "nodepool": "web", "capacity_type": "spot"}
+    disrupted |= {"consolidation_policy": "", "termination_mode": ""}
     assert world.metric("karpenter_nodeclaims_disrupted_total", **disrupted) == 1
 
 

@@ -91,7 +91,7 @@ def test_a_pod_is_unschedulable_only_by_its_podscheduled_condition(condition, ex
     assert flat["unschedulable"] == expected and flat["nodeName"] is None and flat["ownerKind"] == "ReplicaSet"
 
 
-def test_a_node_flattens_ready_taints_and_canonical_quantities():
+def test_a_node_flattens_ready_its_other_conditions_taints_and_canonical_quantities():
     node = {
         "metadata": {
             "name": "n-1",
@@ -104,7 +104,10 @@ def test_a_node_flattens_ready_taints_and_canonical_quantities():
         "status": {
             "capacity": {"cpu": "4000m", "memory": "16Gi"},
             "allocatable": {"cpu": "3900m", "memory": "15Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-23T09:01:00Z"},
+                {"type": "KernelReady", "status": "False", "lastTransitionTime": "2026-11-23T09:30:00Z"},
+            ],
         },
     }
     assert shapes.node(node) == {
@@ -116,6 +119,9 @@ def test_a_node_flattens_ready_taints_and_canonical_quantities():
         "allocatable": {"cpu": "3900m", "memory": "15Gi", "pods": "110"},
         "createdAt": "2026-11-23T09:00:00+00:00",
         "ready": True,
+        "readyStatus": "True",
+        "readySince": "2026-11-23T09:01:00+00:00",
+        "conditions": [{"type": "KernelReady", "status": "False", "since": "2026-11-23T09:30:00+00:00"}],
         "deletionTimestamp": "2026-11-23T10:00:00+00:00",
         "finalizers": ["karpenter.sh/termination"],
     }

@@ -9,13 +9,20 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter
 
 from services.scheduler.lifecycle import Lifecycle, Offerings
+from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.projection import Projection
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
 from shared.ports.cloud import CloudError, InsufficientCapacityError
 from tests.factories import T0, applied, created
+
+
+def _nodes_created() -> Counter:
+    return SchedulerMetrics.on(CollectorRegistry()).nodes_created
+
 
 VIEW = {
     "providerID": "aws:///zone-a/i-0abc",
@@ -65,7 +72,7 @@ def test_the_launch_carries_the_instances_image_subnet_and_security_groups(view:
     projection = Projection()
     projection.apply(recorded(i, e) for i, e in enumerate([applied("p"), created("p-1", "p")], 1))
     ledger = Ledger()
-    lifecycle = Lifecycle(ledger, projection, Offerings(Cloud(view)))  # type: ignore[arg-type]
+    lifecycle = Lifecycle(ledger, projection, Offerings(Cloud(view)), _nodes_created())  # type: ignore[arg-type]
     assert asyncio.run(lifecycle.launch_unlaunched(T0)) == ["p-1"]
     (event,) = ledger.appended
     fact = c.NodeClaimLaunched.model_validate(event.data)
@@ -78,7 +85,7 @@ class Refusing:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    async def instance_types(self) -> list[dict[str, Any]]:
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
         offers = [{"zone": z, "capacityType": "on-demand", "price": 0.1} for z in ("zone-a", "zone-b")]
         return [
             {"name": "type-2-8Gi", "capacity": VIEW["capacity"], "allocatable": {}, "labels": {}, "offerings": offers}
@@ -102,10 +109,26 @@ def test_a_refused_launch_caches_only_the_offerings_the_cloud_refused(error: Exc
     projection.apply(recorded(i, e) for i, e in enumerate([applied("p"), created("p-1", "p")], 1))
     offerings = Offerings(Refusing(error))  # type: ignore[arg-type]
     asyncio.run(offerings.load())
-    asyncio.run(Lifecycle(Ledger(), projection, offerings).launch_unlaunched(T0))  # type: ignore[arg-type]
+    asyncio.run(Lifecycle(Ledger(), projection, offerings, _nodes_created()).launch_unlaunched(T0))  # type: ignore[arg-type]
     (option,) = offerings.catalog
     refused = {o.zone for o in option.offers if not offerings.unavailable.available(option.name, o, T0)}
     assert refused == unavailable
+
+
+def test_offerings_refused_inside_a_fleet_that_launched_are_cached():
+    """Upstream marks every capacity error's offering unavailable, even when the fleet launched
+    another: the view's `refused` goes in the cache, and nothing else does."""
+    projection = Projection()
+    projection.apply(recorded(i, e) for i, e in enumerate([applied("p"), created("p-1", "p")], 1))
+    refused = {**VIEW, "refused": [["type-2-8Gi", "zone-b", "on-demand"]]}
+    offerings = Offerings(Cloud(refused))  # type: ignore[arg-type]
+    ledger = Ledger()
+    assert asyncio.run(Lifecycle(ledger, projection, offerings, _nodes_created()).launch_unlaunched(T0)) == ["p-1"]  # type: ignore[arg-type]
+    assert offerings.unavailable.unavailable(["type-2-8Gi"], T0) == [("type-2-8Gi", "zone-b", "on-demand")]
+    assert c.NodeClaimLaunched.model_validate(ledger.appended[0].data).zone == "zone-a"
+    plain = Offerings(Cloud(VIEW))  # type: ignore[arg-type]
+    asyncio.run(Lifecycle(Ledger(), projection, plain, _nodes_created()).launch_unlaunched(T0))  # type: ignore[arg-type]
+    assert plain.unavailable.unavailable(["type-2-8Gi"], T0) == []
 
 
 class Asked(Cloud):
@@ -129,6 +152,6 @@ def test_a_launch_names_the_offerings_of_its_types_the_cache_holds():
     offerings = Offerings(cloud)  # type: ignore[arg-type]
     offerings.unavailable.mark("type-2-8Gi", "zone-a", "spot", T0)
     offerings.unavailable.mark("other-type", "zone-a", "spot", T0)
-    asyncio.run(Lifecycle(Ledger(), projection, offerings).launch_unlaunched(T0))  # type: ignore[arg-type]
+    asyncio.run(Lifecycle(Ledger(), projection, offerings, _nodes_created()).launch_unlaunched(T0))  # type: ignore[arg-type]
     (spec,) = cloud.specs
     assert spec["unavailable"] == [["type-2-8Gi", "zone-a", "spot"]] and spec["firstAsk"] is False

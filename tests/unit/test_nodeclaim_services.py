@@ -21,9 +21,10 @@ from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
 from shared.policy.counters import PoolCounters, evolve
 from shared.ports.cloud import InstanceNotFound
+from shared.runtime.catalogs import Loaded
 from shared.scheduling.offerings import InstanceOption, Offer
 from shared.store.fence import Fence
-from tests.factories import T0, applied, created, launched
+from tests.factories import T0, applied, catalog_answer, created, launched
 from tests.unit.test_nodeclaim_writers import RecordingCluster, names
 
 BUS = "nats://127.0.0.1:4222"  # never connected: the services are driven by hand
@@ -65,6 +66,9 @@ def lifecycle(claim: str, pool: str = "p", *, initialized: bool = True) -> list[
 class Cloud:
     def __init__(self) -> None:
         self.instances: list[dict[str, Any]] = []
+
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
+        return catalog_answer(CATALOG)
 
     async def list(self) -> list[dict[str, Any]]:
         return self.instances
@@ -164,7 +168,6 @@ def disruption_with(events: list[c.Event]) -> tuple[DisruptionService, Recording
     cluster, store = RecordingCluster(), Store()
     store.pools = {}  # type: ignore[attr-defined]
     service = DisruptionService(store, Cloud(), ManualClock(T0), BUS, cluster=cluster)  # type: ignore[arg-type]
-    service.catalog = CATALOG
     service.lock._fence = Fence(service.lock.key, 1, 1)  # as if it led: the fake store checks no fence
     claims: dict = {}
     for event in recorded(events):
@@ -207,7 +210,7 @@ def test_judgments_follow_upstreams_disruption_conditions():
         [applied("p"), *lifecycle("p-1"), *lifecycle("p-2", initialized=False), drifted_pool(), created("p-3", "p")]
     )
     counters = {"p": PoolCounters("p")}
-    judged = judgments(build(service.projection, counters, CATALOG, T0 + timedelta(hours=1)))
+    judged = judgments(build(service.projection, counters, Loaded(CATALOG), T0 + timedelta(hours=1)))
     assert judged["p-1"].consolidatable_since == T0 + timedelta(minutes=7)  # initialized then; consolidateAfter 0s
     assert judged["p-1"].drifted == "NodePoolDrifted"
     assert judged["p-2"].consolidatable_since is None and judged["p-2"].drifted == "NodePoolDrifted"

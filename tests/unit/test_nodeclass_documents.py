@@ -68,5 +68,5 @@ def test_validate_refuses_another_kind_by_its_document(tmp_path: Path):
     reports = check_files([other])
     assert exit_code(reports) == EXIT_UNREADABLE
     assert reports[0].error == (
-        "document 2 has kind 'AKSNodeClass'; only NodePool and EC2NodeClass documents are accepted"
+        "document 2 has kind 'AKSNodeClass'; only NodePool, EC2NodeClass and NodeOverlay documents are accepted"
     )

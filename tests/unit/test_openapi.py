@@ -59,6 +59,7 @@ def test_the_index_addresses_every_document_by_its_hash() -> None:
             "apis/apps/v1",
             "apis/karpenter.sh/v1",
             "apis/karpenter.k8s.aws/v1",
+            "apis/karpenter.sh/v1alpha1",
         ]
     )
     for path, entry in index.items():
@@ -109,19 +110,20 @@ def test_every_reference_resolves_and_every_kind_is_found_once(path: str) -> Non
 def test_the_custom_kinds_are_the_crds_schemas() -> None:
     for crd in custom_resource_definitions():
         kind, group = crd["spec"]["names"]["kind"], crd["spec"]["group"]
-        schemas = openapi_v3_document(f"apis/{group}/v1")["components"]["schemas"]
+        version = crd["spec"]["versions"][0]["name"]
+        schemas = openapi_v3_document(f"apis/{group}/{version}")["components"]["schemas"]
         package = ".".join(reversed(group.split(".")))
-        published = dict(schemas[f"{package}.v1.{kind}"])
+        published = dict(schemas[f"{package}.{version}.{kind}"])
         crd_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-        assert published.pop("x-kubernetes-group-version-kind") == [{"group": group, "version": "v1", "kind": kind}]
+        assert published.pop("x-kubernetes-group-version-kind") == [{"group": group, "version": version, "kind": kind}]
         assert {k: v for k, v in published["properties"].items() if k != "metadata"} == {
             k: v for k, v in crd_schema["properties"].items() if k != "metadata"
         }
         assert published["properties"]["metadata"]["allOf"] == [
             {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
         ]
-        listed = schemas[f"{package}.v1.{kind}List"]
-        assert listed["properties"]["items"]["items"] == {"$ref": f"#/components/schemas/{package}.v1.{kind}"}
+        listed = schemas[f"{package}.{version}.{kind}List"]
+        assert listed["properties"]["items"]["items"] == {"$ref": f"#/components/schemas/{package}.{version}.{kind}"}
 
 
 def _expected(real: dict[str, Any]) -> dict[str, Any] | str:

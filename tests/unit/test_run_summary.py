@@ -105,6 +105,28 @@ def test_a_disruption_decided_inside_a_window_its_budget_blocks_is_reported(reas
     assert summary["instances_lost"] == 0
 
 
+def test_a_decision_says_the_pool_of_each_replacement():
+    log = Log()
+    log.apply(0, pool("lo"))
+    log.apply(0, pool("hi"))
+    log.create(1, "lo-1", "lo")
+    log.add(
+        5,
+        "DisruptionDecided",
+        decision_id="d",
+        nodepool="lo",
+        reason="Drifted",
+        candidates=["lo-1"],
+        replacements=["hi-r", "lo-r"],
+        replacement_nodepools={"hi-r": "hi"},
+    )
+    log.create(6, "hi-r", "hi", replacement_for="d", replacement_from="lo")
+    summary, _ = log.summary()
+    (decision,) = summary["decisions"]
+    assert decision["replacement_nodepools"] == {"hi-r": "hi", "lo-r": "lo"}
+    assert summary["max_nodes"] == {"hi": 1, "lo": 1}
+
+
 def test_pending_pods_instances_lost_and_the_three_sample_claims():
     log = Log()
     log.apply(0, pool("web", "5"))

@@ -66,6 +66,7 @@ VALID = [
     ("exponent quantity", {"spec.limits": {"cpu": "1e3"}}),
     ("node limit mode soft", {"spec.disruption.nodeLimitMode": "Soft"}),
     ("WhenEmpty", {"spec.disruption.consolidationPolicy": "WhenEmpty"}),
+    ("Balanced", {"spec.disruption.consolidationPolicy": "Balanced"}),
     ("empty requirements", {REQ: []}),
 ]
 
@@ -374,12 +375,6 @@ INVALID = [
         "Unsupported value",
     ),
     (
-        "consolidationPolicy Balanced",
-        {"spec.disruption.consolidationPolicy": "Balanced"},
-        "spec.disruption.consolidationPolicy",
-        "not supported by nodewright yet",
-    ),
-    (
         "nodeLimitMode enum",
         {"spec.disruption.nodeLimitMode": "Strict"},
         "spec.disruption.nodeLimitMode",
@@ -415,7 +410,10 @@ INVALID = [
     ("unknown budget field", {BUDGETS: [{"nodes": "1", "node": "2"}]}, f"{BUDGETS}[0].node", "unknown field"),
     ("unknown top-level field", {"extra": True}, "extra", "unknown field"),
     ("apiVersion v1beta1", {"apiVersion": "karpenter.sh/v1beta1"}, "apiVersion", "Unsupported value"),
-    ("static pool", {"spec.replicas": 3}, "spec.replicas", "static NodePools"),
+    ("static pool with a cpu limit", {"spec.replicas": 3, "spec.limits": {"cpu": "10"}}, "spec", "only 'limits.nodes'"),
+    ("static pool with a weight", {"spec.replicas": 3, "spec.weight": 10}, "spec", "'weight' is not supported"),
+    ("negative replicas", {"spec.replicas": -1}, "spec.replicas", "greater than or equal to 0"),
+    ("replicas as a string", {"spec.replicas": "3"}, "spec.replicas", "integer"),
     ("name missing", {"metadata": {}}, "metadata.name", "Required value"),
     ("name syntax", {"metadata.name": "Team_A"}, "metadata.name", "RFC 1123"),
 ]

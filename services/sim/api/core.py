@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.sim.api import resources, writes
+from services.sim.api import resources, scale, writes
 from services.sim.api.rbac import Attributes
 from services.sim.api.render import render
 from services.sim.api.request import READS, Request
@@ -129,6 +129,10 @@ def _handle(cluster: SimCluster, request: Request, now: datetime) -> Response:
         raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
     if request.query.get("dryRun"):
         raise bad_request("dryRun is not supported by the sim's API server")
+    if target.subresource == "scale":
+        if not target.name:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+        return Response(*scale.serve(cluster, target, request, now))
     if request.method in READS:
         return _read(cluster, target, request, now)
     return Response(*writes.write(cluster, target, request, now))

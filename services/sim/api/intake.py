@@ -19,12 +19,10 @@ from shared.api.pod import Affinity, LabelSelector, TopologySpreadConstraint
 from shared.api.quantity import parse
 from shared.api.validation import format_path
 
-_AFFINITY = {
-    "nodeAffinity": ("requiredDuringSchedulingIgnoredDuringExecution",),
-    "podAffinity": ("requiredDuringSchedulingIgnoredDuringExecution",),
-    "podAntiAffinity": ("requiredDuringSchedulingIgnoredDuringExecution",),
-}
-"""The affinity the sim's kube-scheduler honours; preferences are kept in the spec, not used."""
+_BOTH = ("requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution")
+_AFFINITY = {"nodeAffinity": _BOTH, "podAffinity": _BOTH, "podAntiAffinity": _BOTH}
+"""The affinity the sim reads: its kube-scheduler honours the required terms only (the scores of
+the preferred ones are not modelled); nodewright's pass tries the preferred ones first."""
 _SHAPES: dict[str, type] = {
     "containers": list,
     "initContainers": list,

@@ -148,13 +148,14 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
     if any(t.get("key") == UNSCHEDULABLE_KEY for t in flat.get("taints") or []):
         spec["unschedulable"] = True
     ready = bool(flat.get("ready"))
+    status = flat.get("readyStatus") or ("True" if ready else "False")
     condition = {
         "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": READY_REASON if ready else "KubeletNotReady",
+        "status": status,
+        "reason": READY_REASON if ready else ("NodeStatusUnknown" if status == "Unknown" else "KubeletNotReady"),
         "message": "kubelet is posting ready status" if ready else "kubelet stopped posting node status",
         "lastHeartbeatTime": created,
-        "lastTransitionTime": created,
+        "lastTransitionTime": flat.get("readySince") or created,
     }
     return {
         "apiVersion": "v1",
@@ -164,7 +165,7 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
         "status": {
             "capacity": dict(flat.get("capacity") or {}),
             "allocatable": dict(flat.get("allocatable") or {}),
-            "conditions": [condition],
+            "conditions": [condition, *_agent_conditions(flat, created)],
             "nodeInfo": {
                 "kubeletVersion": f"v{KUBERNETES}.0-sim",
                 "architecture": flat.get("labels", {}).get("kubernetes.io/arch", "amd64"),
@@ -172,6 +173,21 @@ def node(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dic
             },
         },
     }
+
+
+def _agent_conditions(flat: Mapping[str, Any], created: Any) -> list[dict[str, Any]]:
+    """The node monitoring agent's conditions the sim set (`KernelReady` False...), as it posts them."""
+    return [
+        {
+            "type": c["type"],
+            "status": c["status"],
+            "reason": f"{c['type'].removesuffix('Ready')}Is{'' if c['status'] == 'True' else 'Not'}Ready",
+            "message": "no fault found" if c["status"] == "True" else "the sim's scenario reports a fault",
+            "lastHeartbeatTime": created,
+            "lastTransitionTime": c.get("since") or created,
+        }
+        for c in flat.get("conditions") or ()
+    ]
 
 
 def pdb(flat: Mapping[str, Any], version: str, extra: Mapping[str, Any]) -> dict[str, Any]:

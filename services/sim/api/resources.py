@@ -105,12 +105,15 @@ def _custom() -> list[Resource]:
                 crd["spec"]["scope"] == "Namespaced",
                 (*READ, *WRITE),
                 tuple(names.get("shortNames") or ()),
-                {"status": ("get", "patch", "update")} if "status" in (version.get("subresources") or {}) else None,
+                {sub: ("get", "patch", "update") for sub in version.get("subresources") or {}} or None,
                 tuple(names.get("categories") or ()),
                 names.get("singular", ""),
             )
         )
     return out
+
+
+_OTHER_KINDS = {"eviction": ("Eviction", "policy"), "scale": ("Scale", "autoscaling")}
 
 
 @functools.cache
@@ -183,16 +186,15 @@ def resource_list(group_version: str) -> dict[str, Any] | None:
             }
         )
         for sub, verbs in (r.subresources or {}).items():
-            kind = "Eviction" if sub == "eviction" else r.kind
-            group = "policy" if sub == "eviction" else r.group
+            other = _OTHER_KINDS.get(sub)  # a subresource served as another group's kind
             listed.append(
                 {
                     "name": f"{r.plural}/{sub}",
                     "singularName": "",
                     "namespaced": r.namespaced,
-                    "kind": kind,
+                    "kind": other[0] if other else r.kind,
                     "verbs": list(verbs),
-                    **({"group": group, "version": "v1"} if sub == "eviction" else {}),
+                    **({"group": other[1], "version": "v1"} if other else {}),
                 }
             )
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": listed}

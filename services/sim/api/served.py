@@ -12,7 +12,7 @@ from services.sim.api.resources import Resource
 from services.sim.api.status import not_found
 from services.sim.cluster import SimCluster
 from services.sim.registry import EC2NODECLASS, EVENT, NAMESPACE, api_time
-from shared.ports.cluster import ADDED, DAEMONSET, NODE, NODECLAIM, NODEPOOL, PDB, POD, WatchEvent
+from shared.ports.cluster import ADDED, DAEMONSET, NODE, NODECLAIM, NODEOVERLAY, NODEPOOL, PDB, POD, WatchEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,7 @@ def _store(cluster: SimCluster, kind: str) -> Mapping[str, Any]:
         NODEPOOL: cluster.nodepools,
         NODECLAIM: cluster.nodeclaims,
         EC2NODECLASS: cluster.ec2nodeclasses,
+        NODEOVERLAY: cluster.nodeoverlays,
         EVENT: cluster.events,
         NAMESPACE: cluster.namespaces,
     }[kind]

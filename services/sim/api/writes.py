@@ -29,8 +29,9 @@ from services.sim.objects import AlreadyExists, ClusterError, EvictionRefused, N
 from services.sim.registry import CUSTOM_KINDS, EC2NODECLASS, EVENT, NAMESPACE
 from shared.api.core import Taint, TaintEffect
 from shared.api.nodeclass_validation import validate_nodeclass
-from shared.api.validation import FieldError, validate_nodepool
-from shared.ports.cluster import DAEMONSET, MODIFIED, NODE, NODEPOOL, PDB, POD
+from shared.api.nodeoverlay_validation import validate_overlay
+from shared.api.validation import FieldError, transition_errors, validate_nodepool
+from shared.ports.cluster import DAEMONSET, MODIFIED, NODE, NODEOVERLAY, NODEPOOL, PDB, POD
 
 UNSCHEDULABLE_TAINT = Taint(key=UNSCHEDULABLE_KEY, effect=TaintEffect.NO_SCHEDULE)
 """What a cordon (spec.unschedulable) keeps on a node, as Kubernetes' node lifecycle controller does."""
@@ -134,7 +135,7 @@ def create(
         elif kind in CUSTOM_KINDS:
             _absent(cluster.custom(kind), name, resource, name)
             body = _structural(kind, body, strict)
-            _admit(resource, body, name)
+            _admit(cluster, resource, body, name)
             cluster.create_custom(kind, body, now)
         elif kind == EVENT:
             cluster.put_event(body, now, create=True)
@@ -165,14 +166,20 @@ def _absent(store: Mapping[str, Any], key: str, resource: Resource, name: str) -
         )
 
 
-def _admit(resource: Resource, document: Mapping[str, Any], name: str) -> None:
-    """NodePool and EC2NodeClass admission: the project's validation, each error a cause with its
-    field path. A NodeClaim is nodewright's own writing and is not checked here."""
+def _admit(cluster: SimCluster, resource: Resource, document: Mapping[str, Any], name: str, old: Any = None) -> None:
+    """NodePool, EC2NodeClass and NodeOverlay admission: the project's validation, each error a
+    cause with its field path (`old`: the stored object an update replaces, for the rules on a
+    change). A NodeClaim is nodewright's own writing and is not checked here."""
     errors: tuple[FieldError, ...] = ()
     if resource.kind == NODEPOOL:
-        errors = validate_nodepool(document).errors
+        errors = (
+            *transition_errors(old, document),
+            *validate_nodepool(document, static_capacity=cluster.static_capacity).errors,
+        )
     elif resource.kind == EC2NODECLASS:
         errors = validate_nodeclass(document).errors
+    elif resource.kind == NODEOVERLAY:
+        errors = validate_overlay(document).errors
     if errors:
         raise invalid(resource.kind, resource.group, name, [Cause(e.message, e.path) for e in errors])
 
@@ -349,7 +356,7 @@ def _update_custom(cluster: SimCluster, target: Target, new: dict[str, Any], str
             document["status"] = stored["status"]
     document = _structural(kind, document, strict)
     if target.subresource != "status":
-        _admit(target.resource, document, name)
+        _admit(cluster, target.resource, document, name, old=stored)
     cluster.update_custom(kind, document)
 
 

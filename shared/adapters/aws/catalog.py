@@ -67,25 +67,34 @@ class AwsCatalog:
         self._spot: dict[tuple[str, str], SpotQuote] = {}
         self._spot_at: datetime | None = None
         self._spot_tried_at: datetime | None = None
-        self._entries: list[InstanceTypeEntry] | None = None
+        self._entries: dict[str, list[InstanceTypeEntry]] = {}  # settings (JSON) -> entries
 
-    async def instance_types(self) -> list[dict[str, Any]]:
-        """The `CloudProvider.instance_types()` answer: a catalog entry per type offered here."""
-        return [entry.as_port() for entry in await self.entries()]
+    async def instance_types(self, settings: NodeClassSettings | None = None) -> list[dict[str, Any]]:
+        """The `CloudProvider.instance_types()` answer: a catalog entry per type offered here, as
+        `settings` (a node class's; None: the catalog's own) make it."""
+        return [entry.as_port() for entry in await self.entries(settings)]
 
-    async def entries(self) -> list[InstanceTypeEntry]:
+    async def entries(self, settings: NodeClassSettings | None = None) -> list[InstanceTypeEntry]:
+        """Every offered type's entry; with a node class's settings, computed with them (its
+        kubelet's maxPods and reservations change allocatable) and kept until the next refresh,
+        one list per distinct settings, as upstream caches its instance types per node class."""
         async with self._lock:
             now = self.clock()
             if self._types_at is None or now - self._types_at >= self.types_refresh:
                 await self._fetch_types()
-                self._types_at, self._entries = now, None
+                self._types_at = now
+                self._entries.clear()  # computed from the figures just replaced
             if self._spot_due(now):
                 self._spot_tried_at = now
                 if await self._fetch_spot(now):
-                    self._spot_at, self._entries = now, None
-            if self._entries is None:
-                self._entries = self._combine()
-            return self._entries
+                    self._spot_at = now
+                    self._entries.clear()
+            settings = settings or self.settings
+            key = settings.model_dump_json()
+            found = self._entries.get(key)
+            if found is None:
+                found = self._entries[key] = self._combine(settings)
+            return found
 
     def _spot_due(self, now: datetime) -> bool:
         """Due once the interval has passed since the last refresh; after a failed one, again
@@ -97,24 +106,7 @@ class AwsCatalog:
     def prices(self) -> PriceBook:
         return PriceBook(self.on_demand, dict(self._spot), spot_refreshed=self._spot_at is not None)
 
-    async def entry_for(self, name: str, settings: NodeClassSettings) -> InstanceTypeEntry | None:
-        """One type's entry computed with a node class's settings (its kubelet's maxPods and
-        reservations change allocatable), from the types already fetched: what an instance
-        launched with that class offers its pods."""
-        await self.entries()
-        info = next((t for t in self._types if t.InstanceType == name), None)
-        if info is None:
-            return None
-        return instance_type_entry(
-            info,
-            region=self.region,
-            offered_zones=self._offered.get(name, set()),
-            all_zones=self._zones,
-            prices=self.prices(),
-            settings=settings,
-        )
-
-    def _combine(self) -> list[InstanceTypeEntry]:
+    def _combine(self, settings: NodeClassSettings) -> list[InstanceTypeEntry]:
         prices = self.prices()
         return [
             instance_type_entry(
@@ -123,7 +115,7 @@ class AwsCatalog:
                 offered_zones=self._offered.get(info.InstanceType, set()),
                 all_zones=self._zones,
                 prices=prices,
-                settings=self.settings,
+                settings=settings,
             )
             for info in self._types
             if info.InstanceType in self._offered

@@ -32,8 +32,11 @@ from shared.api.quantity import parse
 from shared.aws import fleet as F
 from shared.aws import labels as L
 from shared.aws import launch_template as T
+from shared.aws.class_offerings import for_node_class, subnet_zones
+from shared.aws.cluster import ClusterBootstrap
 from shared.aws.instance_types import InstanceTypeEntry
 from shared.aws.settings import NodeClassSettings
+from shared.disruption.repair import AWS_REPAIR_POLICIES, RepairPolicy
 from shared.ports.cloud import (
     CloudError,
     InstanceNotFound,
@@ -47,19 +50,25 @@ log = logging.getLogger("nodewright.aws.provider")
 LIVE_STATES = ("pending", "running")
 """The states `list` and the idempotency check count as the claim's instance."""
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[^/]*)/(?P<id>i-[0-9a-f]+)$")
+_NARROWED_KEPT = 64
+"""Per-class narrowings kept at most (a few per class as its catalog refreshes)."""
 _TEMPLATE_GONE = ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound")
 
 
 class Catalog(Protocol):
-    """What the provider reads of the catalog (`AwsCatalog`): its entries, cached and refreshed."""
+    """What the provider reads of the catalog (`AwsCatalog`): its entries, cached and refreshed,
+    as a node class's settings make them (None: the defaults)."""
 
-    async def entries(self) -> list[InstanceTypeEntry]: ...
+    async def entries(self, settings: NodeClassSettings | None = None) -> list[InstanceTypeEntry]: ...
 
-    async def instance_types(self) -> list[dict[str, Any]]: ...
 
-    async def entry_for(self, name: str, settings: NodeClassSettings) -> InstanceTypeEntry | None:
-        """One type's entry as a node class's settings make it."""
-        ...
+def _settings(node_class: EC2NodeClass) -> NodeClassSettings | None:
+    """What of the class shapes its types' figures; None (the defaults) for a family the
+    catalog cannot compute."""
+    try:
+        return NodeClassSettings.from_nodeclass(node_class)
+    except ValueError:
+        return None
 
 
 def provider_id(zone: str, instance_id: str) -> str:
@@ -81,12 +90,23 @@ class AwsProvider:
         node_classes: NodeClassSource,
         cluster: str,
         clock: Callable[[], datetime],
+        bootstrap: ClusterBootstrap | None = None,
     ) -> None:
         self.clients, self.catalog, self.node_classes = clients, catalog, node_classes
         self.cluster, self.clock = cluster, clock
+        self.bootstrap = bootstrap if bootstrap is not None else ClusterBootstrap(cluster)
+        if missing := self.bootstrap.missing():  # once, at start: the launches still work (moto, tests)
+            log.warning(
+                "cluster %s: %s unset, so the bootstrap user data leaves it out: nodes will not join a real"
+                " cluster without NODEWRIGHT_CLUSTER_ENDPOINT and NODEWRIGHT_CLUSTER_CA_BUNDLE (and"
+                " NODEWRIGHT_CLUSTER_CIDR on AL2023)",
+                cluster,
+                ", ".join(f"NODEWRIGHT_CLUSTER_{m.upper()}" for m in missing),
+            )
         self.templates = LaunchTemplates(clients)
         self.template_images: dict[str, str] = {}  # launch template name -> its AMI
         self._claims: dict[str, asyncio.Lock] = {}
+        self._narrowed: dict[tuple[Any, ...], tuple[list[InstanceTypeEntry], list[InstanceTypeEntry]]] = {}
         self._stack: AsyncExitStack | None = None
         self._ec2: Any = None
         self._opening = asyncio.Lock()
@@ -106,8 +126,33 @@ class AwsProvider:
             stack, self._stack, self._ec2 = self._stack, None, None
             await stack.aclose()
 
-    async def instance_types(self) -> list[dict[str, Any]]:
-        return await self.catalog.instance_types()
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
+        """The types a pool on `node_class` may launch, with the allocatable its kubelet settings
+        give them, as upstream's `GetInstanceTypes` answers per NodePool. The class is read as
+        launches read it; a class missing is the caller's `CloudError`."""
+        if node_class is None:
+            return [entry.as_port() for entry in await self.catalog.entries()]
+        found = await self.node_classes.get(node_class)
+        if found is None:
+            raise CloudError(f"EC2NodeClass {node_class} not found")
+        return [entry.as_port() for entry in await self._entries(found)]
+
+    async def _entries(self, node_class: EC2NodeClass) -> list[InstanceTypeEntry]:
+        """The catalog's entries as the class makes them: its kubelet's allocatable, and offerings
+        available only in its subnets' zones and for types one of its AMIs fits. The narrowing is
+        kept per (catalog list, zones, AMIs) until the catalog hands out a new list."""
+        entries = await self.catalog.entries(_settings(node_class))
+        status = node_class.status
+        amis = tuple(a.model_dump_json() for a in (status.amis or [] if status else []))
+        key = (id(entries), subnet_zones(node_class), amis)
+        kept = self._narrowed.get(key)
+        if kept is not None and kept[0] is entries:
+            return kept[1]
+        narrowed = for_node_class(entries, node_class)
+        if len(self._narrowed) >= _NARROWED_KEPT:
+            self._narrowed.clear()
+        self._narrowed[key] = (entries, narrowed)
+        return narrowed
 
     # --- create ----------------------------------------------------------------------------------
 
@@ -129,7 +174,7 @@ class AwsProvider:
         if not class_name:
             raise CloudError(f"nodeclaim {claim}: its launch names no nodeClassRef (the NodePool's template must)")
         node_class = ready_node_class(await self.node_classes.get(class_name), class_name)
-        entries = await self.catalog.entries()
+        entries = await self._entries(node_class)  # its kubelet's allocatable, its zones and AMIs
         by_name = {e.name: e for e in entries}
         try:
             tags = T.instance_tags(node_class, self.cluster, pool, claim)
@@ -161,7 +206,7 @@ class AwsProvider:
                 )
             raise CloudError(f"nodeclaim {claim}: CreateFleet launched nothing: {said}")
         got = outcome.launched
-        entry = await self._entry_for(got.instance_type, node_class) or by_name.get(got.instance_type)
+        entry = by_name.get(got.instance_type)
         view = self._view(
             got.instance_id,
             entry,
@@ -174,14 +219,8 @@ class AwsProvider:
             pool,
             spec.get("labels") or {},
         )
-        return view | launched_with(node_class, configs, self.template_images, got)
-
-    async def _entry_for(self, instance_type: str, node_class: EC2NodeClass) -> InstanceTypeEntry | None:
-        """The launched type as its class's kubelet settings make it (allocatable, max pods)."""
-        try:
-            return await self.catalog.entry_for(instance_type, NodeClassSettings.from_nodeclass(node_class))
-        except ValueError:  # a family the catalog cannot compute: the default settings' entry
-            return None
+        refused = {"refused": [list(o) for o in outcome.refused]} if outcome.refused else {}
+        return view | launched_with(node_class, configs, self.template_images, got) | refused
 
     async def _plan(
         self, claim: str, spec: LaunchSpec, entries: Sequence[InstanceTypeEntry], node_class: EC2NodeClass
@@ -220,7 +259,14 @@ class AwsProvider:
         configs = []
         for ami, chosen_overrides in by_ami.items():
             try:
-                config = T.launch_config(node_class, self.cluster, ami)
+                config = T.launch_config(
+                    node_class,
+                    self.cluster,
+                    ami,
+                    self.bootstrap,
+                    labels={**(spec.get("labels") or {}), L.CAPACITY_TYPE_LABEL: chosen},
+                    taints=[*(spec.get("taints") or []), *(spec.get("startupTaints") or [])],
+                )
             except T.NodeClassNotUsable as exc:
                 raise CloudError(str(exc)) from None
             name = await self.templates.ensure(config)
@@ -249,6 +295,10 @@ class AwsProvider:
         entries = {e.name: e for e in await self.catalog.entries()}
         found = await self._describe(await self._client(), _cluster_filters(self.cluster))
         return [self._view_of(i, entries, {}) for i in found]
+
+    def repair_policies(self) -> Sequence[RepairPolicy]:
+        """Upstream's AWS policies: the kubelet's Ready, and the node monitoring agent's conditions."""
+        return AWS_REPAIR_POLICIES
 
     async def delete(self, provider_id: str) -> InstanceView:
         instance_id = instance_id_of(provider_id)

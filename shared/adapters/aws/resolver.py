@@ -77,6 +77,7 @@ class NodeClassResolver:
 
     async def _images(self, ec2: Any, nodeclass: EC2NodeClass) -> list[core.FoundImage]:
         values = await self._parameters(core.parameters_wanted(nodeclass.spec, self.k8s_version))
+        variants = core.image_variants(nodeclass.spec, self.k8s_version, values)
         found: dict[str, core.FoundImage] = {}
         for query in core.image_queries(nodeclass.spec, values):
             params: dict[str, Any] = {
@@ -93,6 +94,7 @@ class NodeClassResolver:
                         i.get("Architecture", ""),
                         i.get("CreationDate", ""),
                         i.get("DeprecationTime"),
+                        variants.get(i["ImageId"]),
                     )
         return list(found.values())
 

@@ -22,7 +22,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from shared.adapters.kube.api import MERGE_PATCH, Conflict, KubeApi, Refused
 from shared.adapters.kube.events import EventRecorder
-from shared.adapters.kube.informer import KINDS, Informer
+from shared.adapters.kube.informer import KINDS, OVERLAYS, Informer
 from shared.api.core import Taint, TaintEffect
 from shared.clock import Clock
 from shared.ports.cluster import (
@@ -57,14 +57,20 @@ class KubeconfigError(ClusterError):
 
 
 class KubeCluster:
-    def __init__(self, client: ApiClient, clock: Clock | None = None) -> None:
+    def __init__(self, client: ApiClient, clock: Clock | None = None, *, overlays: bool = False) -> None:
+        """`overlays`: inform NodeOverlays too (the `NodeOverlay` gate is on)."""
         self.api = KubeApi(client)
-        self.informer = Informer(self.api)
+        self.informer = Informer(self.api, (*KINDS, OVERLAYS) if overlays else KINDS)
         self.events = EventRecorder(self.api, clock)
 
     @classmethod
     async def connect(
-        cls, kubeconfig: str | None = None, *, context: str | None = None, clock: Clock | None = None
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        context: str | None = None,
+        clock: Clock | None = None,
+        overlays: bool = False,
     ) -> KubeCluster:
         """From `kubeconfig` (a path), else the `KUBECONFIG` environment variable, else the pod's
         service account (in-cluster configuration); `context`: one of the kubeconfig's."""
@@ -80,7 +86,7 @@ class KubeCluster:
         except (ConfigException, OSError) as exc:
             where = f"kubeconfig {path}" if path else "in-cluster configuration (no KUBECONFIG set)"
             raise KubeconfigError(f"{where}: {exc}") from None
-        return cls(ApiClient(configuration), clock)
+        return cls(ApiClient(configuration), clock, overlays=overlays)
 
     async def close(self) -> None:
         await self.api.close()
@@ -173,6 +179,9 @@ class KubeCluster:
 
     async def patch_nodeclass_status(self, nodeclass: str, status: dict[str, Any]) -> None:
         await self._merge(f"{NODECLASSES}/{nodeclass}/status", {"status": status})
+
+    async def patch_nodeoverlay_status(self, nodeoverlay: str, status: dict[str, Any]) -> None:
+        await self._merge(f"{OVERLAYS.path}/{nodeoverlay}/status", {"status": status})
 
     # --- NodeClaims --------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """Kubernetes Events (core/v1) as client-go's recorder writes them.
 
-The first of an (object, reason, message) is created as `<object name>.<nanoseconds in hex>` in
-the object's namespace (`default` for a cluster-scoped object); each repeat PATCHes that Event's
-`count` and `lastTimestamp`, as client-go's EventCorrelator does, so `kubectl describe` shows
-`x12 over 3m` rather than twelve lines. The cache of what was recorded is bounded (client-go
-keeps 4096); an Event gone from the server meanwhile is created again.
+Each Event first goes through client-go's correlator (`shared.kube.correlator`: similar Events
+aggregated, an object's flood dropped). The first of an (object, reason, message) is created as
+`<object name>.<nanoseconds in hex>` in the object's namespace (`default` for a cluster-scoped
+object); each repeat PATCHes that Event's `count` and `lastTimestamp`, as client-go's
+EventCorrelator does, so `kubectl describe` shows `x12 over 3m` rather than twelve lines. The
+cache of what was recorded is bounded (client-go keeps 4096); an Event gone from the server
+meanwhile is created again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from shared.adapters.kube.api import MERGE_PATCH, KubeApi
 from shared.adapters.kube.informer import KINDS
 from shared.clock import Clock, SystemClock
+from shared.kube.correlator import Correlator
 from shared.ports.cluster import KubeEvent, NotFound
 
 CACHED = 4096
@@ -48,11 +51,15 @@ class EventRecorder:
         self.clock = clock or SystemClock()
         self._recorded: OrderedDict[tuple[str, str, str, str], _Recorded] = OrderedDict()
         self._writing: dict[tuple[str, str, str, str], _Writing] = {}
+        self.correlator = Correlator()
 
     async def record(self, event: KubeEvent) -> None:
         """One write at a time per (object, reason, message): repeats recorded at once count up
         one Event rather than each creating its own."""
-        same = (event.kind, event.key, event.reason, event.message)
+        correlated = self.correlator.correlate(event, self.clock.now())
+        if correlated is None:
+            return  # client-go's spam filter: too many about this object lately
+        event, same = correlated.event, correlated.key
         writing = self._writing.setdefault(same, _Writing())
         writing.callers += 1
         try:

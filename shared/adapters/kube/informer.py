@@ -27,6 +27,7 @@ from shared.ports.cluster import (
     EC2NODECLASS,
     NODE,
     NODECLAIM,
+    NODEOVERLAY,
     NODEPOOL,
     PDB,
     POD,
@@ -63,6 +64,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(NODECLAIM, "/apis/karpenter.sh/v1/nodeclaims", "karpenter.sh/v1"),
     Kind(EC2NODECLASS, "/apis/karpenter.k8s.aws/v1/ec2nodeclasses", "karpenter.k8s.aws/v1"),
 )
+OVERLAYS = Kind(NODEOVERLAY, "/apis/karpenter.sh/v1alpha1/nodeoverlays", "karpenter.sh/v1alpha1")
+"""Informed only while the `NodeOverlay` gate is on: a cluster without the alpha CRD lists no 404."""
 
 
 class Informer:
@@ -70,14 +73,15 @@ class Informer:
     few snapshots was listed, so a watch from a snapshot's version misses nothing and repeats
     nothing of any kind."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, kinds: tuple[Kind, ...] = KINDS) -> None:
         self.api = api
+        self.kinds = kinds
         self._listed: OrderedDict[int, dict[str, int]] = OrderedDict()
 
     async def snapshot(self) -> Snapshot:
         """Every kind listed (at once); the snapshot's version is the oldest of the lists'."""
-        lists = await asyncio.gather(*(self._list(kind) for kind in KINDS))
-        versions = {kind.name: version for kind, (version, _) in zip(KINDS, lists, strict=True)}
+        lists = await asyncio.gather(*(self._list(kind) for kind in self.kinds))
+        versions = {kind.name: version for kind, (version, _) in zip(self.kinds, lists, strict=True)}
         at = min(versions.values())
         self._listed[at] = versions
         self._listed.move_to_end(at)
@@ -107,9 +111,9 @@ class Informer:
     async def watch(self, after: int) -> AsyncIterator[WatchEvent]:
         """Every kind's changes after `after`, merged as they come; raises `Gone` (list again) or
         the error that ended a kind's watch for good."""
-        starts = self._listed.get(after) or {kind.name: after for kind in KINDS}
+        starts = self._listed.get(after) or {kind.name: after for kind in self.kinds}
         queue: asyncio.Queue[list[WatchEvent] | BaseException] = asyncio.Queue(QUEUED)
-        followers = [asyncio.create_task(self._follow(kind, starts[kind.name], queue)) for kind in KINDS]
+        followers = [asyncio.create_task(self._follow(kind, starts[kind.name], queue)) for kind in self.kinds]
         try:
             while True:
                 batch = await queue.get()

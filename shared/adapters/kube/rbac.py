@@ -23,6 +23,7 @@ _INFORMED: tuple[tuple[str, str], ...] = (
     (KARPENTER, "nodepools"),
     (KARPENTER, "nodeclaims"),
     (AWS, "ec2nodeclasses"),
+    (KARPENTER, "nodeoverlays"),
 )
 _LOCKED_NODE: tuple[Rule, ...] = ((CORE, "nodes", ("get", "patch")),)
 """Read, change, write with metadata.resourceVersion: a get, then a patch."""
@@ -40,6 +41,7 @@ METHOD_RULES: dict[str, tuple[Rule, ...]] = {
     "set_nodepool_condition": ((KARPENTER, "nodepools", ("get",)), (KARPENTER, "nodepools/status", ("patch",))),
     "patch_nodepool_status": ((KARPENTER, "nodepools/status", ("patch",)),),
     "patch_nodeclass_status": ((AWS, "ec2nodeclasses/status", ("patch",)),),
+    "patch_nodeoverlay_status": ((KARPENTER, "nodeoverlays/status", ("patch",)),),
     "get_nodeclass": ((AWS, "ec2nodeclasses", ("get",)),),
     "record_event": ((CORE, "events", ("create", "patch")),),
     "create_nodeclaim": ((KARPENTER, "nodeclaims", ("create",)),),
@@ -57,6 +59,7 @@ SERVICE_CALLS: dict[str, tuple[str, ...]] = {
         "set_nodepool_condition",
         "patch_nodepool_status",
         "patch_nodeclass_status",
+        "patch_nodeoverlay_status",
         "record_event",
     ),
     "scheduler": (

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from shared.api.quantity import format_quantity, parse
-from shared.ports.cluster import DAEMONSET, EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, PDB, POD
+from shared.ports.cluster import DAEMONSET, EC2NODECLASS, NODE, NODECLAIM, NODEOVERLAY, NODEPOOL, PDB, POD
 
 BINARY = frozenset({"memory", "ephemeral-storage"})
 DEFAULT_GRACE_SECONDS = 30
@@ -129,7 +129,8 @@ def _unschedulable(status: Mapping[str, Any]) -> str | None:
 
 def node(obj: Mapping[str, Any]) -> dict[str, Any]:
     metadata, spec, status = _parts(obj)
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
+    condition = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
+    ready = condition.get("status") == "True"
     return {
         "name": _name(obj),
         "providerID": spec.get("providerID") or "",
@@ -139,6 +140,13 @@ def node(obj: Mapping[str, Any]) -> dict[str, Any]:
         "allocatable": quantities(status.get("allocatable")),
         "createdAt": timestamp(metadata.get("creationTimestamp")),
         "ready": ready,
+        "readyStatus": condition.get("status") or "Unknown",
+        "readySince": timestamp(condition.get("lastTransitionTime")) or timestamp(metadata.get("creationTimestamp")),
+        "conditions": [
+            {"type": c.get("type"), "status": c.get("status"), "since": timestamp(c.get("lastTransitionTime"))}
+            for c in status.get("conditions") or ()
+            if c.get("type") != "Ready"
+        ],
         "deletionTimestamp": timestamp(metadata.get("deletionTimestamp")),
         "finalizers": metadata.get("finalizers") or [],
     }
@@ -166,7 +174,7 @@ def daemonset(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def served(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """NodePools, NodeClaims and EC2NodeClasses: the object as the API served it."""
+    """NodePools, NodeClaims, EC2NodeClasses and NodeOverlays: the object as the API served it."""
     return dict(obj)
 
 
@@ -178,6 +186,7 @@ FLATTEN: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     NODEPOOL: served,
     NODECLAIM: served,
     EC2NODECLASS: served,
+    NODEOVERLAY: served,
 }
 
 

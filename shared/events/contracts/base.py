@@ -11,8 +11,9 @@ from shared.api.quantity import Quantity
 
 Resources = dict[str, Quantity]
 
-FORCEFUL_REASONS = frozenset({"Expired", "OverLimit"})
-"""Reasons that pass budgets (upstream's forceful expiration; the removal above a lowered `limits.nodes`)."""
+FORCEFUL_REASONS = frozenset({"Expired", "OverLimit", "Overprovisioned", "Unhealthy"})
+"""Reasons that pass budgets (upstream's forceful expiration; the removal above a lowered
+`limits.nodes`; node repair's)."""
 DISRUPTION_REASONS = frozenset(r.value for r in DisruptionReason) | FORCEFUL_REASONS
 
 
@@ -94,7 +95,9 @@ class DisruptionEvent(Event):
     STREAM_KIND: ClassVar[str] = "disruption"
     decision_id: str
     nodepool: str
-    reason: str = Field(description="a budget reason (Underutilized, Empty, Drifted), Expired or OverLimit")
+    reason: str = Field(
+        description="a budget reason (Underutilized, Empty, Drifted), Expired, OverLimit, Overprovisioned or Unhealthy"
+    )
 
     def _stream_key(self) -> str:
         return self.decision_id

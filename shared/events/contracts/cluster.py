@@ -48,6 +48,16 @@ class DisruptionBlocked(NodePoolEvent):
     node: str | None = None
 
 
+class Unconsolidatable(NodePoolEvent):
+    """Upstream's `Unconsolidatable` Kubernetes event on a node and its claim: why consolidation
+    keeps it (its pods would not schedule, no cheaper replacement...), recorded when that changes."""
+
+    TYPE: ClassVar[str] = "Unconsolidatable"
+    nodeclaim: str
+    node: str | None = None
+    message: str
+
+
 # --- Pods and nodes (watcher) --------------------------------------------------------------------
 
 
@@ -185,6 +195,29 @@ class NodeClassStatusChanged(Event):
 
     def _stream_key(self) -> str:
         return self.nodeclass
+
+
+class NodeOverlayEvent(Event):
+    STREAM_KIND: ClassVar[str] = "nodeoverlay"
+    nodeoverlay: str
+
+    def _stream_key(self) -> str:
+        return self.nodeoverlay
+
+
+class NodeOverlayApplied(NodeOverlayEvent):
+    """A valid NodeOverlay spec is in force from this event on (recorded only while the
+    `NodeOverlay` gate is on): the catalogs the scheduler and disruption plan with follow it."""
+
+    TYPE: ClassVar[str] = "NodeOverlayApplied"
+    nodeoverlay_object: dict[str, Any] = Field(description="the NodeOverlay as the API server returns it")
+    resource_version: int | None = None
+
+
+class NodeOverlayDeleted(NodeOverlayEvent):
+    """The NodeOverlay is gone (or no longer valid): it changes no catalog from this event on."""
+
+    TYPE: ClassVar[str] = "NodeOverlayDeleted"
 
 
 class DaemonSetEvent(NamespacedEvent):

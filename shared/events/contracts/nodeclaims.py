@@ -3,7 +3,7 @@ its deletion, drain and end."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,7 +40,16 @@ class NodeClaimCreated(NodeClaimEvent):
         default_factory=dict, description="what its pods ask for in all (upstream's spec.resources.requests)"
     )
     replacement_for: str | None = Field(default=None, description="the DisruptionDecided it replaces for")
+    replacement_from: str | None = Field(
+        default=None,
+        description="a replacement in another pool than its candidates': their pool (the decision's); it is "
+        "reserved against its own pool's limits exactly as a launch is",
+    )
     limit_check: LimitCheck | None = None
+    min_values_relaxed: bool | None = Field(
+        default=None,
+        description="BestEffort lowered a minValues its types could not meet (absent from claims recorded before it)",
+    )
 
 
 class NodeClaimLaunched(NodeClaimEvent):
@@ -82,6 +91,10 @@ class NodeClaimNotReady(NodeClaimEvent):
 
     TYPE: ClassVar[str] = "NodeClaimNotReady"
     node: str
+    status: Literal["False", "Unknown"] = Field(default="False", description="the node's Ready condition")
+    since: str | None = Field(
+        default=None, description="the condition's lastTransitionTime (RFC 3339); node repair counts from it"
+    )
 
 
 class NodeClaimReady(NodeClaimEvent):
@@ -89,6 +102,18 @@ class NodeClaimReady(NodeClaimEvent):
 
     TYPE: ClassVar[str] = "NodeClaimReady"
     node: str
+
+
+class NodeClaimConditionChanged(NodeClaimEvent):
+    """A condition of the claim's node other than Ready changed (a node monitoring agent's, such
+    as `KernelReady`): node repair holds it against the cloud provider's repair policies. Unlike
+    NotReady it takes nothing from the budget, as upstream counts only the Ready condition."""
+
+    TYPE: ClassVar[str] = "NodeClaimConditionChanged"
+    node: str
+    condition: str = Field(description="the node condition's type, such as KernelReady")
+    status: Literal["True", "False", "Unknown"]
+    since: str | None = Field(default=None, description="the condition's lastTransitionTime (RFC 3339)")
 
 
 class NodeClaimDeletionRequested(NodeClaimEvent):

@@ -13,6 +13,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws.catalog import AwsCatalog
+from shared.api.ec2nodeclass import KubeletConfiguration
+from shared.aws.settings import NodeClassSettings
 from shared.ports.cloud import CloudError
 from tests.unit.aws.ec2_entries import M5_LARGE, T3_MICRO
 
@@ -118,9 +120,11 @@ async def test_spot_prices_replace_the_on_demand_default_once_known():
     ec2, clock = FakeEc2(), Clock()
     ec2.spot = [{"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a", "SpotPrice": "0.03", "Timestamp": T0}]
     types = await _catalog(ec2, clock).instance_types()
-    m5 = {(o["zone"], o["capacityType"]): o["price"] for o in types[0]["offerings"]}
-    # us-east-1b has no spot quote after the refresh: not offered as spot there
+    m5 = {(o["zone"], o["capacityType"]): o["price"] for o in types[0]["offerings"] if o["available"]}
+    # us-east-1b has no spot quote after the refresh: not available as spot there, yet it exists
     assert m5 == {("us-east-1a", "on-demand"): 0.096, ("us-east-1a", "spot"): 0.03, ("us-east-1b", "on-demand"): 0.096}
+    flagged = [(o["zone"], o["capacityType"]) for o in types[0]["offerings"] if not o["available"]]
+    assert flagged == [("us-east-1b", "spot")]
 
 
 async def test_a_failed_spot_refresh_keeps_spot_at_its_default_and_is_retried_a_minute_later():
@@ -142,3 +146,18 @@ async def test_a_failed_instance_type_fetch_is_a_cloud_error():
     ec2.fail.add("describe_instance_types")
     with pytest.raises(CloudError, match="describing EC2 instance types in us-east-1"):
         await _catalog(ec2, clock).instance_types()
+
+
+async def test_a_node_classes_entries_are_its_own_and_kept_until_a_refresh():
+    """maxPods 8 makes every type admit 8 pods; the list is computed once per distinct settings
+    and again after a refresh (its prices may have changed)."""
+    ec2, clock = FakeEc2(), Clock()
+    catalog = _catalog(ec2, clock)
+    tight = NodeClassSettings(kubelet=KubeletConfiguration(maxPods=8))
+    first = await catalog.entries(tight)
+    assert {e.name: e.allocatable["pods"] for e in first} == {"m5.large": 8, "t3.micro": 8}
+    assert {e.name: e.allocatable["pods"] for e in await catalog.entries()} == {"m5.large": 29, "t3.micro": 4}
+    again = await catalog.entries(NodeClassSettings(kubelet=KubeletConfiguration(maxPods=8)))
+    assert again is first  # equal settings share one list
+    clock.now = T0 + timedelta(hours=12)  # the types' refresh
+    assert await catalog.entries(tight) is not first

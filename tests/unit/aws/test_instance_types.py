@@ -268,12 +268,18 @@ def test_only_the_capacity_types_ec2_sells_and_karpenter_launches():
 def test_the_port_shape_is_what_the_scheduler_reads():
     port = _entry(M5_LARGE, offered=("us-east-1a",)).as_port()
     assert port["allocatable"] == {"cpu": "1930m", "memory": "6903Mi", "ephemeral-storage": "17Gi", "pods": "29"}
-    assert [(o["zone"], o["capacityType"]) for o in port["offerings"]] == [
-        ("us-east-1a", "on-demand"),
-        ("us-east-1a", "spot"),
+    assert [(o["zone"], o["capacityType"], o["available"]) for o in port["offerings"]] == [
+        ("us-east-1a", "on-demand", True),
+        ("us-east-1a", "spot", True),
+        ("us-east-1b", "on-demand", False),  # every offering is said, flagged: drift asks if one exists
+        ("us-east-1b", "spot", False),
+        ("us-east-1c", "on-demand", False),
+        ("us-east-1c", "spot", False),
     ]
     option = instance_option(port)
     assert option.name == "m5.large"
+    assert [(o.zone, o.capacity_type) for o in option.offers] == [("us-east-1a", "on-demand"), ("us-east-1a", "spot")]
+    assert {o.zone for o in option.unavailable} == {"us-east-1b", "us-east-1c"}  # never planned into
     assert option.allocatable["memory"] == 6903 * Mi
 
 

@@ -19,6 +19,7 @@ from shared.aws.nodeclass import (
     UnsupportedAlias,
     alias_parameters,
     image_queries,
+    image_variants,
     instance_profile_name,
     parameters_wanted,
     resolve,
@@ -89,6 +90,9 @@ def test_security_group_terms_become_filter_sets(terms, expected):
             [
                 "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id",
                 "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/standard/recommended/image_id",
+                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/neuron/recommended/image_id",
+                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/nvidia/recommended/image_id",
+                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/nvidia/recommended/image_id",
             ],
         ),
         (
@@ -99,6 +103,12 @@ def test_security_group_terms_become_filter_sets(terms, expected):
                 "amazon-eks-node-al2023-x86_64-standard-1.32-v20250101/image_id",
                 "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/standard/"
                 "amazon-eks-node-al2023-arm64-standard-1.32-v20250101/image_id",
+                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/neuron/"
+                "amazon-eks-node-al2023-x86_64-neuron-1.32-v20250101/image_id",
+                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/nvidia/"
+                "amazon-eks-node-al2023-x86_64-nvidia-1.32-v20250101/image_id",
+                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/nvidia/"
+                "amazon-eks-node-al2023-arm64-nvidia-1.32-v20250101/image_id",
             ],
         ),
         (
@@ -170,6 +180,41 @@ def test_the_instance_profile_name_is_the_clusters_and_stable():
     assert name.startswith("my-cluster_") and name[len("my-cluster_") :].isdigit()
     assert name == instance_profile_name("my-cluster", "us-east-1", "default", "uid-1")
     assert name != instance_profile_name("my-cluster", "us-east-1", "default", "uid-2")
+
+
+def test_al2023_alias_variants_each_get_their_instance_types():
+    """The nvidia and neuron AMIs an AL2023 alias names are kept beside the standard ones (one
+    per architecture and variant), each with the requirements that send GPU types to the nvidia
+    one, Inferentia and Trainium types to the neuron one, and every other type to the standard."""
+    from shared.api.ec2nodeclass import EC2NodeClassStatus
+    from shared.aws.launch_template import ami_for
+
+    spec = nodeclass(amiSelectorTerms=[{"alias": "al2023@latest"}]).spec
+    names = alias_parameters("al2023@latest", "1.32")
+    values = dict(zip(names, ["ami-std", "ami-std-arm", "ami-neuron", "ami-gpu", "not-an-ami"], strict=True))
+    variants = image_variants(spec, "1.32", values)
+    assert variants == {"ami-std": "standard", "ami-std-arm": "standard", "ami-neuron": "neuron", "ami-gpu": "nvidia"}
+    by_id = nodeclass(amiSelectorTerms=[{"id": "ami-0123456789abcdef0"}]).spec
+    assert image_variants(by_id, "1.32", values) == {}  # not an alias: by architecture only
+    images = [
+        FoundImage(i, i, "arm64" if i.endswith("arm") else "x86_64", "2026-01-01T00:00:00Z", None, v)
+        for i, v in variants.items()
+    ]
+    out = resolve(nodeclass(), Found(SUBNETS, GROUPS, tuple(images), "cluster_1"), T0)
+    amis = EC2NodeClassStatus.model_validate({"amis": out.status["amis"]}).amis
+    assert sorted(out.amis) == sorted(variants)
+    base = {"kubernetes.io/arch": "amd64"}
+    gpu = {**base, "karpenter.k8s.aws/instance-gpu-count": "1"}
+    neuron = {**base, "karpenter.k8s.aws/instance-accelerator-count": "1"}
+    arm = {"kubernetes.io/arch": "arm64"}
+    assert [ami_for(labels, amis) for labels in (base, gpu, neuron, arm)] == [
+        "ami-std",
+        "ami-gpu",
+        "ami-neuron",
+        "ami-std-arm",
+    ]
+    arm_gpu = {**arm, "karpenter.k8s.aws/instance-gpu-count": "1"}
+    assert ami_for(arm_gpu, amis) is None  # no arm64 nvidia AMI published here: not launched on the standard one
 
 
 def test_a_resolved_class_is_ready_with_upstreams_status():

@@ -19,6 +19,7 @@ from shared.disruption.passes import graceful
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
 from shared.policy.counters import PoolCounters, evolve
+from shared.runtime.catalogs import Loaded
 from shared.scheduling.nodeclasses import NodeClassState
 from shared.scheduling.offerings import InstanceOption, Offer
 from shared.scheduling.requirements import Requirements
@@ -32,6 +33,11 @@ CATALOG = [
         ROOM,
         {"node.kubernetes.io/instance-type": "type-2-8Gi", "kubernetes.io/arch": "amd64"},
         (Offer("a", "on-demand", 1.0), Offer("b", "spot", 0.4)),
+    )
+]
+UNAVAILABLE = [  # zone b's spot exists but cannot launch now (no subnet, no spot price, no capacity)
+    InstanceOption(
+        "type-2-8Gi", ROOM, ROOM, CATALOG[0].labels, (Offer("a", "on-demand", 1.0),), (Offer("b", "spot", 0.0),)
     )
 ]
 LATER = T0 + timedelta(hours=2)
@@ -55,6 +61,8 @@ CLASS = NodeClassState(True, "Ready", "", ("subnet-a", "subnet-b"), ("sg-2", "sg
         (Launch(T0, "type-9", "a", "on-demand"), CLASS, CATALOG, LATER, "InstanceTypeNotFound"),
         (Launch(T0, "type-2-8Gi", "a", "spot"), CLASS, CATALOG, LATER, "InstanceTypeNotFound"),  # no such offering now
         (Launch(T0, "type-2-8Gi", "b", "spot"), CLASS, CATALOG, LATER, None),
+        (Launch(T0, "type-2-8Gi", "b", "spot"), CLASS, UNAVAILABLE, LATER, None),  # unavailable now, not gone
+        (Launch(T0, "type-2-8Gi", "a", "spot"), CLASS, UNAVAILABLE, LATER, "InstanceTypeNotFound"),  # no such offering
         (Launch(T0, "type-9", "a", "on-demand"), CLASS, CATALOG, T0 + timedelta(minutes=59), None),  # asked after an hour
         (Launch(T0, "type-9", "a", "on-demand"), CLASS, [], LATER, None),  # no catalog: nothing known
         (Launch(T0, "type-9", "a", "on-demand", "ami-2"), CLASS, CATALOG, LATER, "InstanceTypeNotFound"),  # the core reason first
@@ -128,7 +136,7 @@ def node(claim: str) -> list[c.Event]:
 def test_a_claim_on_an_ami_its_class_no_longer_resolves_is_drifted_since_the_change():
     events = [applied("p"), resolved(), *node("x"), resolved(amis=("ami-2",))]
     projection, counters = fold(events)
-    world = build(projection, counters, CATALOG, T0 + timedelta(minutes=30))
+    world = build(projection, counters, Loaded(CATALOG), T0 + timedelta(minutes=30))
     (drifted,) = world.nodes
     assert drifted.drift == "AMIDrift"
     assert drifted.drifted_since == T0 + timedelta(minutes=len(events))  # the class's change
@@ -141,16 +149,16 @@ def test_a_claim_on_an_ami_its_class_no_longer_resolves_is_drifted_since_the_cha
 def test_no_replacement_is_planned_into_a_pool_whose_class_is_not_ready():
     events = [applied("p"), resolved(), *node("x"), resolved(ready=False, amis=("ami-2",))]
     projection, counters = fold(events)
-    world = build(projection, counters, CATALOG, T0 + timedelta(minutes=30))
+    world = build(projection, counters, Loaded(CATALOG), T0 + timedelta(minutes=30))
     assert [n.drift for n in world.nodes] == ["AMIDrift"]  # drift still compares with the pool
     assert world.cluster.pools == ()
     result = graceful(world)
     assert result.found == []
     assert [b.nodeclaim for b in result.blocked] == ["x"]  # its pod would have nowhere to go
     ungated, counters = fold(events, gated=False)  # the sim's classes: the pool stays in
-    assert graceful(build(ungated, counters, CATALOG, T0 + timedelta(minutes=30))).found != []
+    assert graceful(build(ungated, counters, Loaded(CATALOG), T0 + timedelta(minutes=30))).found != []
 
 
 def test_a_claim_still_on_what_its_class_resolves_is_not_drifted():
     projection, counters = fold([applied("p"), resolved(), *node("x"), resolved(amis=("ami-1", "ami-arm"))])
-    assert [n.drift for n in build(projection, counters, CATALOG, T0 + timedelta(minutes=30)).nodes] == [None]
+    assert [n.drift for n in build(projection, counters, Loaded(CATALOG), T0 + timedelta(minutes=30)).nodes] == [None]

@@ -5,6 +5,9 @@ on a node still starting; single-node takes the first that works; multi-node the
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
+
+import pytest
 
 from shared.api.nodepool import Requirement
 from shared.disruption.command import Decision
@@ -12,9 +15,11 @@ from shared.disruption.multinode import multi_node
 from shared.disruption.pricing import NOT_CHEAPER
 from shared.disruption.simulation import Move, simulate
 from shared.disruption.singlenode import single_node
+from shared.scheduling.offerings import InstanceOption
 from shared.scheduling.requirements import Requirements
+from shared.scheduling.rules import MinValuesPolicy
 from shared.scheduling.values import PoolTemplate
-from tests.unit.disruption.fixtures import cluster, movable, node, pod
+from tests.unit.disruption.fixtures import CATALOG, cluster, movable, node, pod
 
 
 def test_pods_that_fit_on_the_other_nodes_make_a_delete():
@@ -102,20 +107,21 @@ def test_multi_node_filters_out_the_candidates_own_type():
     assert result.command is None and result.why_not == NOT_CHEAPER
 
 
-def test_a_replacement_the_simulation_puts_in_another_pool_is_no_command():
+def test_a_replacement_goes_to_the_pool_the_simulation_puts_it_in():
     # flagship-day, backend1a: the candidate's pod tolerates its pool's taint but needs no pool, so
     # the simulation plans it in the pool the scheduler tries first (names descending: "web"),
-    # whose spot node is cheaper than anything the candidate's own pool offers. The store counts a
-    # replacement against its decision's pool only; such a command was decided, then refused at
-    # every validation, and decided again (122 times in a day).
+    # whose node is cheaper than anything the candidate's own pool offers: as upstream, the
+    # replacement is launched there (it was no command while replacements had to stay home).
     pools = (PoolTemplate("a", _types("m8")), PoolTemplate("web", _types("m1", "m2")))
     view = replace(cluster(node("c1", "7")), pools=pools)
     result = single_node([movable("c1", (pod("p1"),), 8.0)], view, {"a": None, "web": None}, spot_to_spot=False)
-    assert result.command is None
-    assert result.why_not == "Can't replace with a node of another NodePool (web)"
+    assert result.command is not None and result.command.decision is Decision.REPLACE
+    assert result.planned is not None and result.planned.nodepool == "web"
     multi = [movable(f"c{i}", (pod(f"p{i}"),), 8.0) for i in range(2)]
     view = replace(cluster(node("c0", "7"), node("c1", "7")), pools=pools)
-    assert multi_node(multi, view, {"a": None, "web": None}, spot_to_spot=False).command is None
+    both = multi_node(multi, view, {"a": None, "web": None}, spot_to_spot=False)
+    assert both.command is not None and both.command.candidates == ("c0", "c1")
+    assert both.planned is not None and both.planned.nodepool == "web"
 
 
 def test_a_replacement_in_the_candidates_own_pool_still_goes_ahead():
@@ -128,3 +134,53 @@ def test_a_replacement_in_the_candidates_own_pool_still_goes_ahead():
 
 def _types(*names: str) -> Requirements:
     return Requirements.of([Requirement(key="node.kubernetes.io/instance-type", operator="In", values=list(names))])
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_a_replacement_is_planned_with_the_pods_its_pools_class_admits(prepared: bool):
+    """Four small pods leave a candidate: by the catalog one 4-cpu node holds them, but the pool's
+    class admits 2 pods a node (its kubelet's maxPods), so the simulation needs two."""
+    admitting_two = tuple(
+        InstanceOption(
+            o.name, {**o.capacity, "pods": Decimal(2)}, {**o.allocatable, "pods": Decimal(2)}, o.labels, o.offers
+        )
+        for o in CATALOG
+    )
+    pods = tuple(pod(f"p{i}") for i in range(4))
+    for own, claims in (({}, 1), ({"a": admitting_two}, 2)):
+        view = cluster(pool_catalogs=own)
+        simulation = simulate([Move("c1", "c1", pods)], view.prepared() if prepared else view)
+        assert simulation.valid and len(simulation.new_claims) == claims
+
+
+def test_single_node_says_why_it_keeps_each_candidate_it_looked_at():
+    """Upstream's `Unconsolidatable`: each candidate single-node consolidation looked at and kept,
+    with why; the one that yields the command, and those after it, are not said."""
+    view = cluster(node("n2", "1"))
+    kept = single_node(
+        [movable("c1", (pod("p1", "16"),), 16.0), movable("c2", (pod("p2", "8"), pod("p3", "8")), 20.0)],
+        view,
+        {"a": None},
+        spot_to_spot=False,
+    )
+    assert kept.command is None
+    assert kept.unconsolidatable["c1"].startswith("pod p1 would not schedule")
+    assert kept.unconsolidatable["c2"] == "Can't remove without creating 2 candidates"
+    found = single_node(
+        [movable("c1", (pod("p1", "16"),), 16.0), movable("c3", (pod("p4"),), 8.0), movable("c4", (pod("p5"),), 8.0)],
+        view,
+        {"a": None},
+        spot_to_spot=False,
+    )
+    assert found.command is not None and found.command.candidates == ("c3",)
+    assert set(found.unconsolidatable) == {"c1"}
+
+
+@pytest.mark.parametrize(("policy", "valid"), [(MinValuesPolicy.STRICT, False), (MinValuesPolicy.BEST_EFFORT, True)])
+def test_a_replacement_is_planned_under_the_schedulers_min_values_policy(policy: MinValuesPolicy, valid: bool):
+    """minValues 10 over a catalog of 4 types: strict, no replacement can be planned; BestEffort
+    relaxes it, as the scheduler would for a launch."""
+    wanted = Requirements.of([Requirement(key="node.kubernetes.io/instance-type", operator="Exists", min_values=10)])
+    view = replace(cluster(), pools=(PoolTemplate("a", wanted),), min_values_policy=policy)
+    simulation = simulate([Move("c1", "c1", (pod("p1"),))], view)
+    assert simulation.valid is valid

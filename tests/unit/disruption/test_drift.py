@@ -114,13 +114,11 @@ def test_a_drifted_budget_of_zero_moves_nothing():
     assert drift_command([movable("c1", (), price=1.0)], view, {"a": 0}).command is None
 
 
-def test_a_drifted_node_whose_replacement_would_be_another_pools_is_passed_over():
-    # the store counts a replacement against its decision's pool: one in another pool was
-    # refused at once, and drift (no validation delay) decided it again every pass
-    pools = (PoolTemplate("a", Requirements()), PoolTemplate("web", Requirements()))  # "web" is tried first
+def test_a_drifted_node_is_replaced_in_the_pool_the_simulation_chooses():
+    # "web" is tried first (names descending): the drifted node's replacement goes there, as upstream's
+    pools = (PoolTemplate("a", Requirements()), PoolTemplate("web", Requirements()))
     view = replace(cluster(node("moving", "0"), node("empty", "2")), pools=pools)
     moving = movable("moving", (pod("p1", "4"),), price=8.0)  # fits on no node that stays
-    empty = movable("empty", (), price=8.0)
-    decision = drift_command([moving, empty], view, {"a": None, "web": None})
-    assert decision.command is not None and decision.command.candidates == ("empty",)
-    assert decision.blocked["moving"] == "Can't replace with a node of another NodePool (web)"
+    decision = drift_command([moving], view, {"a": None, "web": None})
+    assert decision.command is not None and decision.command.candidates == ("moving",)
+    assert [c.nodepool for c in decision.new_claims] == ["web"]

@@ -24,7 +24,7 @@ from shared.runtime.recorder import Recorder
 from shared.scheduling.nodeclasses import NodeClassState, unready_reason
 from shared.scheduling.offerings import InstanceOption, Offer
 from tests.conftest import nodepool_doc
-from tests.factories import T0
+from tests.factories import T0, CatalogCloud, catalog_answer
 
 
 def pool_doc(name: str, nodeclass: str, kind: str = "EC2NodeClass") -> dict[str, Any]:
@@ -168,10 +168,10 @@ def pod(name: str, team: str) -> c.PodPending:
     return c.PodPending(namespace="default", name=name, uid=name, requests={"cpu": "1"}, node_selector={"team": team})
 
 
-def provision(events: list[c.Event]) -> tuple[Ledger, Cluster]:
+def provision(events: list[c.Event], cloud: Any = None) -> tuple[Ledger, Cluster]:
     projection = view_of(*events)
     ledger, cluster = Ledger(projection), Cluster()
-    offerings = Offerings(cloud=None, catalog=list(CATALOG))  # type: ignore[arg-type]
+    offerings = Offerings(cloud or CatalogCloud(CATALOG))
     provisioner = Provisioner(
         ledger,  # type: ignore[arg-type]
         projection,
@@ -225,3 +225,31 @@ def test_a_pod_no_left_out_pool_would_take_keeps_the_passs_reasons():
 def test_once_its_class_is_ready_the_pool_launches():
     ledger, _ = provision(pools([BROKEN, pod("web-a", "a"), status("broken", True)]))
     assert [claim.nodepool for claim in ledger.created] == ["a"]
+
+
+class PerClass:
+    """The catalog with, for the class `tight`, the pods its kubelet's maxPods (3) leaves."""
+
+    def __init__(self) -> None:
+        self.asked: list[str | None] = []
+
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
+        self.asked.append(node_class)
+        if node_class != "tight":
+            return catalog_answer(CATALOG)
+        (option,) = CATALOG
+        room = {**option.allocatable, "pods": 3}
+        return catalog_answer([InstanceOption(option.name, room, room, option.labels, option.offers)])
+
+
+def test_a_pool_plans_with_the_pods_its_classes_kubelet_admits():
+    """Seven small pods fit one m.large by the default figures (110 pods); on a class whose
+    kubelet admits 3 pods a node, the pass plans three claims, as the launched nodes will hold."""
+    tight = c.NodePoolApplied(nodepool="a", nodepool_object=pool_doc("a", "tight"))
+    plain = c.NodePoolApplied(nodepool="b", nodepool_object=pool_doc("b", "ok"))
+    ready = [status("tight", True), status("ok", True)]
+    cloud = PerClass()
+    ledger, _ = provision([tight, plain, *ready, *(pod(f"a-{i}", "a") for i in range(7)), pod("b-0", "b")], cloud)
+    sizes = sorted((claim.nodepool, len(claim.pods)) for claim in ledger.created)
+    assert sizes == [("a", 1), ("a", 3), ("a", 3), ("b", 1)]
+    assert sorted(a for a in cloud.asked if a is not None) == ["ok", "tight"]

@@ -126,3 +126,17 @@ def test_requirements_on_labels_no_offering_defines_do_not_rule_offerings_out():
     cloud = SimCloud(generate_catalog(3))
     template = [req("karpenter.sh/nodepool", "In", "default"), req("team", "In", "a"), req(ARCH_LABEL, "In", "arm64")]
     assert cloud.create(request(*template), T0).instance_type.arch == "arm64"
+
+
+def test_a_prioritized_launch_takes_the_first_type_it_can_not_the_cheapest():
+    """Planned with NodeOverlays, a claim's types come in its planner's order (EC2 Fleet's
+    `prioritized`): the first available wins, whatever the cloud's own prices say."""
+    catalog = generate_catalog(0, 60)
+    on_demand = req(CAPACITY_TYPE_LABEL, "In", ON_DEMAND)
+    types = req(INSTANCE_TYPE_LABEL, "In", "c5.xlarge", "r5.xlarge")
+    assert SimCloud(catalog).create(request(types, on_demand), T0).instance_type.name == "c5.xlarge"
+    asked = request(types, on_demand)
+    asked.prioritized = ["r5.xlarge", "c5.xlarge"]
+    assert SimCloud(catalog).create(asked, T0).instance_type.name == "r5.xlarge"
+    short = SimCloud(catalog, [CapacityWindow(T0, T0 + timedelta(minutes=5), instance_type="r5.xlarge")])
+    assert short.create(asked, T0).instance_type.name == "c5.xlarge"  # the next in order

@@ -167,6 +167,14 @@ CASES = [
         "spec.timeline[1].nodesNotReady.duration",
         "not a Go duration",
     ),
+    (
+        "a condition no repair policy names",
+        lambda s: s["timeline"].append(
+            {"at": "1m", "nodesNotReady": {"nodepool": "a", "count": 1, "condition": "MemoryPressure"}}
+        ),
+        "spec.timeline[1].nodesNotReady.condition",
+        "must be Ready or a node monitoring agent's condition ending in Ready",
+    ),
     ("start as a number", lambda s: s.update(start=0), "spec.start", "RFC 3339"),
     # Absurd sizes: refused before any process starts, never played as an empty, clean run.
     ("negative duration", lambda s: s.update(duration="-30m"), "spec.duration", "must be positive and at most 8784h"),

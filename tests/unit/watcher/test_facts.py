@@ -154,6 +154,39 @@ def test_an_initialized_node_that_goes_not_ready_and_back_is_reported_once_each_
     assert [f.event_id for f in up] == [f.event_id for f in restarted.resync(world.cluster.snapshot())]
 
 
+def test_an_agent_condition_that_turns_false_and_back_is_reported_once_each_way_and_ready_stays():
+    """A node monitoring agent's condition (`KernelReady`) is what node repair's policies name
+    beside Ready: reported when it turns False and when it clears, with ids a restarted watcher
+    reuses; the node stays Ready, so no NotReady (budgets do not count it)."""
+    world, facts, reported = launched()
+    rv = world.cluster.resource_version
+    assert world.nodes_not_ready("general", 5, timedelta(minutes=2), "KernelReady") == ["general-a"]
+    down = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
+    assert [(f.event.TYPE, f.event.condition, f.event.status) for f in down] == [
+        ("NodeClaimConditionChanged", "KernelReady", "False")
+    ]
+    assert down[0].event.since == world.now.isoformat()
+    restarted = Facts()
+    restarted.remember(f.event for f in reported + down)
+    assert restarted.resync(world.cluster.snapshot()) == []
+    rv = world.cluster.resource_version
+    world.advance(world.now + timedelta(minutes=3))
+    up = [f for e in world.cluster.changes_since(rv) for f in facts.observe(e)]
+    assert [(f.event.TYPE, f.event.condition, f.event.status) for f in up] == [
+        ("NodeClaimConditionChanged", "KernelReady", "True")
+    ]
+    assert [f.event_id for f in up] == [f.event_id for f in restarted.resync(world.cluster.snapshot())]
+
+
+def test_only_the_ready_family_of_conditions_is_recorded():
+    from shared.api.core import agent_condition
+
+    assert [k for k in ("Ready", "KernelReady", "MemoryPressure", "StorageReady", "", None) if agent_condition(k)] == [
+        "KernelReady",
+        "StorageReady",
+    ]
+
+
 def test_a_status_write_that_moves_the_resource_version_is_not_a_new_spec():
     from services.watcher.facts import Facts
     from shared.ports.cluster import ADDED, MODIFIED, NODEPOOL, WatchEvent

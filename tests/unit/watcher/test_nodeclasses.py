@@ -118,6 +118,35 @@ def test_a_deleted_class_is_forgotten():
     assert classes.documents == {}
 
 
+def test_a_deleted_class_is_recorded_not_found_once_and_its_pools_told():
+    """Upstream's pools on a deleted class turn NodeClassNotFound; the passes gate on the log's
+    last fact of the class, so the deletion is one, and the pools write their conditions again."""
+    controller, classes, _, recorded = _harness(FOUND)
+    told: list[str] = []
+
+    async def changed(name: str) -> None:
+        told.append(name)
+
+    controller.changed = changed
+    asyncio.run(controller.reconcile("default"))
+    assert classes.observe(WatchEvent(2, EC2NODECLASS, DELETED, "default", {}))  # the log knows it: look again
+    asyncio.run(controller.reconcile("default"))
+    asyncio.run(controller.reconcile("default"))  # said once
+    assert [(e.ready, e.reason, e.message) for e in recorded] == [
+        (True, "Ready", ""),
+        (False, "NodeClassNotFound", "NodeClass not found on cluster"),
+    ]
+    assert told == ["default", "default"] and classes.readiness("default") is None
+    assert classes.known() == ["default"]  # the periodic pass still looks: created again, resolved again
+
+
+def test_a_class_the_log_never_held_leaves_no_fact_when_deleted():
+    classes = NodeClasses()
+    classes.observe(WatchEvent(1, EC2NODECLASS, ADDED, "new", {"spec": SPEC}))
+    assert not classes.observe(WatchEvent(2, EC2NODECLASS, DELETED, "new", {}))
+    assert classes.gone("new") is None and classes.known() == []
+
+
 def _pool(kind: str, name: str = "default") -> dict[str, Any]:
     ref = {"group": "karpenter.k8s.aws", "kind": kind, "name": name}
     return {"spec": {"template": {"spec": {"nodeClassRef": ref}}}}

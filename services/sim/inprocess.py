@@ -1,6 +1,7 @@
-"""The `Cluster` port over a sim `World` in this process: the double the contract suite holds
-`KubeCluster` against (tests/cluster_contract.py), and the fast way for a service's test to
-drive a cluster without an API server between.
+"""The `Cluster` and `CloudProvider` ports over a sim `World` in this process: the double the
+contract suite holds `KubeCluster` against (tests/cluster_contract.py), the fast way for a
+service's test to drive a cluster without an API server between, and what the offline what-if
+runner (`services.whatif`) hands the services' controllers.
 
 It calls the sim cluster's own operations, the ones the sim's API server makes for the same
 requests, so the two differ only by what lies between: HTTP, JSON, the API's shapes and their
@@ -12,17 +13,32 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from services.sim.api.patch import merge_patch
 from services.sim.cluster import AlreadyExists, NotFound
+from services.sim.views import instance_type_view, instance_view, launch_request
 from services.sim.world import World
 from shared.api.core import Taint, TaintEffect
-from shared.ports.cluster import ADDED, EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, KubeEvent, Snapshot, WatchEvent
+from shared.disruption.repair import AWS_REPAIR_POLICIES, RepairPolicy
+from shared.ports.cloud import CloudError, InstanceView, LaunchSpec
+from shared.ports.cluster import (
+    ADDED,
+    EC2NODECLASS,
+    NODE,
+    NODECLAIM,
+    NODEOVERLAY,
+    NODEPOOL,
+    KubeEvent,
+    Snapshot,
+    WatchEvent,
+)
 
 POLL_SECONDS = 0.02
+_API_KINDS = (EC2NODECLASS, NODEOVERLAY)
+"""The custom kinds the API keeps apart from the port's own history, watched here alike."""
 
 
 class InProcessCluster:
@@ -43,8 +59,9 @@ class InProcessCluster:
         cluster = self.world.cluster
         listed = cluster.snapshot()
         classes = [
-            WatchEvent(cluster.version_of(EC2NODECLASS, name), EC2NODECLASS, ADDED, name, document)
-            for name, document in cluster.ec2nodeclasses.items()
+            WatchEvent(cluster.version_of(kind, name), kind, ADDED, name, document)
+            for kind in _API_KINDS
+            for name, document in cluster.custom(kind).items()
         ]
         objects = sorted([*listed.objects, *classes], key=lambda e: e.resource_version)
         return Snapshot(listed.resource_version, objects)
@@ -53,7 +70,7 @@ class InProcessCluster:
         sent = 0
         while True:
             cluster = self.world.cluster
-            classes = [e for e in cluster.changes_since(after, port=False) if e.kind == EC2NODECLASS]
+            classes = [e for e in cluster.changes_since(after, port=False) if e.kind in _API_KINDS]
             for change in sorted([*cluster.changes_since(after), *classes], key=lambda e: e.resource_version):
                 if self.fail_after is not None and sent >= self.fail_after:
                     self.fail_after = None
@@ -97,6 +114,9 @@ class InProcessCluster:
 
     async def patch_nodeclass_status(self, nodeclass: str, status: dict[str, Any]) -> None:
         self._merge(EC2NODECLASS, nodeclass, {"status": status})
+
+    async def patch_nodeoverlay_status(self, nodeoverlay: str, status: dict[str, Any]) -> None:
+        self._merge(NODEOVERLAY, nodeoverlay, {"status": status})
 
     async def create_nodeclaim(self, nodeclaim: dict[str, Any]) -> None:
         document = {"apiVersion": "karpenter.sh/v1", "kind": NODECLAIM, **nodeclaim}
@@ -155,3 +175,30 @@ class InProcessCluster:
 
     async def record_event(self, event: KubeEvent) -> None:
         self.world.cluster.record_event(event, self.now)
+
+
+class InProcessCloud:
+    """The `CloudProvider` port over the world's cloud, answering what the sim service answers
+    over NATS (`services.sim.views`), errors included, with no bus between."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
+        return [instance_type_view(t) for t in self.world.cloud.instance_types()]
+
+    async def create(self, spec: LaunchSpec) -> InstanceView:
+        try:
+            request = launch_request(dict(spec))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise CloudError(f"malformed request: {exc!r}") from exc
+        return instance_view(self.world.launch(request))
+
+    async def delete(self, provider_id: str) -> InstanceView:
+        return instance_view(self.world.terminate(provider_id))
+
+    async def list(self) -> list[InstanceView]:
+        return [instance_view(i) for i in self.world.cloud.running()]
+
+    def repair_policies(self) -> Sequence[RepairPolicy]:
+        return AWS_REPAIR_POLICIES

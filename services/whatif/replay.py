@@ -1,0 +1,91 @@
+"""A what-if from a recorded log: the demand rebuilt (`shared.whatif.demand`), played twice on
+the offline runner (recorded NodePools, then changed ones), each measured by the same fold
+(`shared.whatif.figures`), and the baseline held against the record first
+(`shared.whatif.compare`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from services.whatif.catalog import catalog_for
+from services.whatif.runner import Played, Runner
+from shared.api.scenario import parse_scenario
+from shared.whatif.changes import changed, pool_names
+from shared.whatif.compare import difference, fidelity
+from shared.whatif.demand import Demand, Entry, demand_of
+from shared.whatif.figures import UNPLACED, figures, nodes_over_time, placements
+from shared.whatif.sim import UNKNOWN, SimSettings
+
+
+def with_catalog(demand: Demand, sim: SimSettings = UNKNOWN) -> dict[str, Any]:
+    """The document at the recorded run's seed (`sim`: it draws the catalog's prices, the
+    instance ids and which instances a reclaim takes), with the run's catalog and zones when
+    `sim` knows them, else the smallest sim catalog that holds every instance type the log names
+    (the sim's catalog is generated in a fixed order, so the recorded run's held them all; the
+    types a recorded claim could take are all named in its NodeClaimCreated): then a changed pool
+    asking for types no recorded claim could take may find fewer than the recorded run had."""
+    document = demand.document
+    count = len(catalog_for(demand.instance_types, demand.zones, sim))
+    cloud = {**document["spec"]["cloud"], "instanceTypes": count}
+    if sim.zones:
+        cloud["zones"] = list(sim.zones)
+    return {**document, "spec": {**document["spec"], "seed": sim.seed, "cloud": cloud}}
+
+
+def play(document: dict[str, Any]) -> Played:
+    return Runner(parse_scenario(document)).play()
+
+
+def whatif(
+    entries: Sequence[Entry],
+    nodepools: Sequence[tuple[str, Any]] = (),
+    drop: Sequence[str] = (),
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    sim: SimSettings = UNKNOWN,
+) -> dict[str, Any]:
+    """`fidelity`, `baseline`, `changed`, `seconds` (what `--output json` prints, docs/whatif.md),
+    and for the text and the report: `difference`, `notes` (where a dropped pool's pods went),
+    `pools`, `series` (nodes per pool over time, each variant). `sim`: the recorded run's seed
+    and catalog, and where they came from (the fidelity section says both)."""
+    began = time.perf_counter()
+    demand = demand_of(entries, start=start, end=end)
+    document = with_catalog(demand, sim)
+    variant = changed(document, nodepools, drop)  # bad input fails before anything plays
+    recorded = figures(entries, demand.start, demand.end)
+    base = play(document)
+    baseline = figures(base.log, demand.start, demand.end)
+    after = play(variant)
+    changed_figures = figures(after.log, demand.start, demand.end)
+    notes = dropped(drop, base.log, after.log, changed_figures)
+    return {
+        "fidelity": fidelity(recorded, baseline, sim),
+        "baseline": {"pools": {p: f.to_dict() for p, f in baseline.items()}},
+        "changed": {"pools": {p: f.to_dict() for p, f in changed_figures.items()}},
+        "difference": difference(baseline, changed_figures),
+        "notes": notes,
+        "pools": sorted(pool_names(document)),
+        "seconds": round(time.perf_counter() - began, 2),
+        "series": {"baseline": nodes_over_time(base.log), "changed": nodes_over_time(after.log)},
+    }
+
+
+def dropped(drop: Sequence[str], baseline: Sequence[Entry], after: Sequence[Entry], figures_: Any) -> list[str]:
+    """For each dropped pool, per workload it ran in the baseline: where its pods ran instead,
+    or that they waited."""
+    before, now = placements(baseline), placements(after)
+    left = figures_.get(UNPLACED)
+    waiting = f"{left.pending_pod_minutes:g} pod-minutes pending in all" if left else "no pod waited unplaced"
+    notes = []
+    for name in drop:
+        moved = []
+        for owner, pools in sorted(before.items()):
+            if pools.get(name):
+                went = sorted(p for p in now.get(owner, {}) if p != UNPLACED)
+                moved.append(f"{owner} went to {', '.join(went)}" if went else f"{owner} fits no other pool: it waits")
+        notes.append(f"{name} dropped: {'; '.join(moved) or 'it ran no pods'} ({waiting})")
+    return notes
