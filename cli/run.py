@@ -42,7 +42,7 @@ def run(
     there too."""
     if report_dir is not None:
         outputs.check_directory(report_dir, "--report", report.FILES)
-    scenario = load_scenario(path)
+    scenario = load_scenario(path, gates=config.gates)
     speed = speed or default_speed(scenario.end - scenario.start)
     wall = (scenario.end - scenario.start).total_seconds() / speed + SETTLE_SECONDS
     started = started or datetime.now(UTC)

@@ -104,7 +104,7 @@ def _up(
 ) -> tuple[dict[str, Any], Any]:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     scenario = scenario or _empty_scenario(config.data_dir)
-    played = load_scenario(scenario)
+    played = load_scenario(scenario, gates=config.gates)
     said = cloud.prepare(config, played)
     if said is not None:
         console.print(said, soft_wrap=True, markup=False)

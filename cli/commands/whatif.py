@@ -53,6 +53,7 @@ def whatif(
     from cli.outputs import OutputError, check_directory
     from services.whatif.replay import whatif as replay
     from shared.api.scenario import ScenarioError
+    from shared.config import gates_now
     from shared.whatif.changes import ChangeError
     from shared.whatif.demand import DemandError
     from shared.whatif.sim import UNKNOWN
@@ -65,6 +66,7 @@ def whatif(
         if start is not None and end is not None and start >= end:
             raise ValueError(f"--from {since} is not before --to {until}")
         changes = told.read_nodepools(nodepool or [])
+        gates = gates_now()  # as the services that recorded the log took them
         if report is not None:
             check_directory(report, "--report", ("whatif.png", "whatif.json"))
         entries = told.read_log(from_file) if from_file is not None else None
@@ -75,7 +77,7 @@ def whatif(
     if entries is None:
         entries, sim = with_database(told.database_log, run)
     try:
-        result = replay(entries, changes, drop or [], start=start, end=end, sim=sim.given(seed))
+        result = replay(entries, changes, drop or [], start=start, end=end, sim=sim.given(seed), gates=gates)
     except (ChangeError, DemandError, ScenarioError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

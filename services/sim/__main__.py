@@ -37,7 +37,7 @@ def main(
     if not config.nats_url:
         crashes.give_up("NODEWRIGHT_NATS_URL is not set", 2)
     try:
-        world = load_scenario(scenario)
+        world = load_scenario(scenario, gates=config.gates)
     except ScenarioError as exc:
         crashes.give_up(f"the scenario cannot be played: {exc}", 2)
     try:

@@ -6,13 +6,14 @@ the offline runner (recorded NodePools, then changed ones), each measured by the
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from services.whatif.catalog import catalog_for
 from services.whatif.runner import Played, Runner
 from shared.api.scenario import parse_scenario
+from shared.config import NODE_REPAIR, SPOT_TO_SPOT_CONSOLIDATION, STATIC_CAPACITY, feature_gates
 from shared.whatif.changes import changed, pool_names
 from shared.whatif.compare import difference, fidelity
 from shared.whatif.demand import Demand, Entry, demand_of
@@ -35,8 +36,17 @@ def with_catalog(demand: Demand, sim: SimSettings = UNKNOWN) -> dict[str, Any]:
     return {**document, "spec": {**document["spec"], "seed": sim.seed, "cloud": cloud}}
 
 
-def play(document: dict[str, Any]) -> Played:
-    return Runner(parse_scenario(document)).play()
+def play(document: dict[str, Any], gates: Mapping[str, bool] | None = None) -> Played:
+    """The document played on the offline runner with the feature gates the services would take
+    (`gates`, else upstream's defaults): its NodePools admitted by them, its passes run by them."""
+    gates = gates if gates is not None else feature_gates("")
+    scenario = parse_scenario(document, static_capacity=gates[STATIC_CAPACITY])
+    return Runner(
+        scenario,
+        static_capacity=gates[STATIC_CAPACITY],
+        node_repair=gates[NODE_REPAIR],
+        spot_to_spot=gates[SPOT_TO_SPOT_CONSOLIDATION],
+    ).play()
 
 
 def whatif(
@@ -47,19 +57,23 @@ def whatif(
     start: datetime | None = None,
     end: datetime | None = None,
     sim: SimSettings = UNKNOWN,
+    gates: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
     """`fidelity`, `baseline`, `changed`, `seconds` (what `--output json` prints, docs/whatif.md),
     and for the text and the report: `difference`, `notes` (where a dropped pool's pods went),
     `pools`, `series` (nodes per pool over time, each variant). `sim`: the recorded run's seed
-    and catalog, and where they came from (the fidelity section says both)."""
+    and catalog, and where they came from (the fidelity section says both). `gates`: the feature
+    gates both plays run by, as the services that recorded the log took them (default: upstream's
+    defaults)."""
+    gates = gates if gates is not None else feature_gates("")
     began = time.perf_counter()
     demand = demand_of(entries, start=start, end=end)
     document = with_catalog(demand, sim)
-    variant = changed(document, nodepools, drop)  # bad input fails before anything plays
+    variant = changed(document, nodepools, drop, static_capacity=gates[STATIC_CAPACITY])  # fails before any play
     recorded = figures(entries, demand.start, demand.end)
-    base = play(document)
+    base = play(document, gates)
     baseline = figures(base.log, demand.start, demand.end)
-    after = play(variant)
+    after = play(variant, gates)
     changed_figures = figures(after.log, demand.start, demand.end)
     notes = dropped(drop, base.log, after.log, changed_figures)
     return {

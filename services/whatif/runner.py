@@ -108,10 +108,13 @@ class Runner:
         seed: int = 0,
         every_pass: bool = False,
         static_capacity: bool = False,
+        node_repair: bool = False,
+        spot_to_spot: bool = False,
     ) -> None:
         """`catalog`: the instance types the cloud offers (default: the scenario's generated ones);
         `every_pass`: a disruption pass on every step, as before its inputs were watched;
-        `static_capacity`: the `StaticCapacity` gate, as the services take it."""
+        `static_capacity`, `node_repair`, `spot_to_spot`: the `StaticCapacity`, `NodeRepair` and
+        `SpotToSpotConsolidation` gates, as the services take them."""
         self.scenario = scenario
         self.catalog_given = catalog is not None
         self.world = World(scenario)
@@ -126,7 +129,14 @@ class Runner:
         self.seen = 0
         self.scheduler = SchedulerService(self.store, cloud, self.clock, _OFFLINE_BUS, static_capacity=static_capacity)
         self.disruption = DisruptionService(
-            self.store, cloud, self.clock, _OFFLINE_BUS, cluster=cluster, static_capacity=static_capacity
+            self.store,
+            cloud,
+            self.clock,
+            _OFFLINE_BUS,
+            cluster=cluster,
+            static_capacity=static_capacity,
+            node_repair=node_repair,
+            spot_to_spot=spot_to_spot,
         )
         self.termination = TerminationService(self.store, cloud, cluster, self.clock, _OFFLINE_BUS)
         self._lead(self.scheduler, SCHEDULER, ("lifecycle", "garbage", "provisioner", "static"))

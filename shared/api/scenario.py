@@ -335,19 +335,27 @@ def parse_scenario(
     files: Mapping[str, str] | None = None,
     source: str = "<document>",
     max_nesting: int = MAX_NESTING,
+    *,
+    static_capacity: bool | None = None,
 ) -> Scenario:
-    scenario, errors = validate_scenario(document, files, max_nesting)
+    scenario, errors = validate_scenario(document, files, max_nesting, static_capacity=static_capacity)
     if scenario is None:
         raise ScenarioError(source, errors)
     return scenario
 
 
 def validate_scenario(
-    document: Any, files: Mapping[str, str] | None = None, max_nesting: int = MAX_NESTING
+    document: Any,
+    files: Mapping[str, str] | None = None,
+    max_nesting: int = MAX_NESTING,
+    *,
+    static_capacity: bool | None = None,
 ) -> tuple[Scenario | None, list[FieldError]]:
     """Never raises for bad input: the scenario, or None and every error found. `files` holds the
     text of each `spec.nodePoolFiles` entry by its name (read by the caller, which knows where
-    the scenario came from: `shared.runtime.scenarios.load_scenario`)."""
+    the scenario came from: `shared.runtime.scenarios.load_scenario`). `static_capacity`: the
+    `StaticCapacity` gate its NodePools are admitted by, as the sim's API admits them (None: not
+    checked)."""
     files = files or {}
     if not isinstance(document, dict):
         return None, [FieldError("", f"a Scenario must be a mapping, not {type(document).__name__}")]
@@ -363,7 +371,7 @@ def validate_scenario(
     errors: list[FieldError] = []
     pools: list[NodePool] = []
     for i, raw in enumerate(spec.node_pools):
-        pools.extend(_nodepool(raw, f"spec.nodePools[{i}]", errors))
+        pools.extend(_nodepool(raw, f"spec.nodePools[{i}]", errors, static_capacity))
     for i, name in enumerate(spec.node_pool_files):
         if name not in files:
             errors.append(FieldError(f"spec.nodePoolFiles[{i}]", f"{name}: not found"))
@@ -374,7 +382,7 @@ def validate_scenario(
             errors.append(FieldError(f"spec.nodePoolFiles[{i}]", f"{name}: {exc}"))
             continue
         for doc in docs:
-            pools.extend(_nodepool(doc.body, f"spec.nodePoolFiles[{i}]({name})", errors))
+            pools.extend(_nodepool(doc.body, f"spec.nodePoolFiles[{i}]({name})", errors, static_capacity))
     classes: list[EC2NodeClass] = []
     for i, raw in enumerate(spec.node_classes):
         result = validate_nodeclass(raw)
@@ -451,7 +459,7 @@ def validate_scenario(
         if entry.delete_workload is not None:
             live_workloads.discard(entry.delete_workload)
         if entry.apply_node_pool is not None:
-            applied = _nodepool(entry.apply_node_pool, f"{path}.applyNodePool", errors)
+            applied = _nodepool(entry.apply_node_pool, f"{path}.applyNodePool", errors, static_capacity)
             if applied:
                 timeline_pools[i] = applied[0]
                 known_pools.add(applied[0].name)
@@ -472,7 +480,7 @@ def validate_scenario(
     return Scenario(parsed, tuple(pools), timeline_pools, tuple(classes), tuple(overlays)), []
 
 
-def _nodepool(raw: Any, path: str, errors: list[FieldError]) -> list[NodePool]:
-    result = validate_nodepool(raw)
+def _nodepool(raw: Any, path: str, errors: list[FieldError], static_capacity: bool | None) -> list[NodePool]:
+    result = validate_nodepool(raw, static_capacity=static_capacity)
     errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in result.errors)
     return [result.nodepool] if result.nodepool is not None else []

@@ -4,16 +4,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from shared.api.scenario import Scenario, ScenarioError, validate_scenario
 from shared.api.validation import FieldError
-from shared.config import InputLimits
+from shared.config import STATIC_CAPACITY, InputLimits, gates_now
 from shared.runtime.inputs import InputError, limits_now, read_text, read_yaml
 
 
-def load_scenario(path: Path, limits: InputLimits | None = None) -> Scenario:
-    """The scenario in the file; ScenarioError lists every error with its field path."""
+def load_scenario(path: Path, limits: InputLimits | None = None, gates: Mapping[str, bool] | None = None) -> Scenario:
+    """The scenario in the file; ScenarioError lists every error with its field path. Its
+    NodePools are admitted by the feature gates (`gates`, else the environment's, which the
+    services the scenario is played by read too): a static pool needs `StaticCapacity`."""
     try:
         limits = limits_now(limits)
         documents = read_yaml(path, limits)
@@ -24,7 +27,8 @@ def load_scenario(path: Path, limits: InputLimits | None = None) -> Scenario:
         raise ScenarioError(str(path), [FieldError("", f"holds {found}: a Scenario file holds exactly one")])
     document = documents[0]
     files, unreadable = read_nodepool_files(document, path.parent, limits)
-    scenario, errors = validate_scenario(document, files, limits.max_nesting)
+    static_capacity = (gates if gates is not None else gates_now())[STATIC_CAPACITY]
+    scenario, errors = validate_scenario(document, files, limits.max_nesting, static_capacity=static_capacity)
     errors = unreadable + [e for e in errors if e.path not in {u.path for u in unreadable}]
     if scenario is None or errors:
         raise ScenarioError(str(path), errors)

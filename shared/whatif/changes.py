@@ -18,15 +18,22 @@ class ChangeError(ValueError):
     """A change that cannot be applied: the command exits 2 and says which field and rule."""
 
 
-def changed(document: Mapping[str, Any], nodepools: Sequence[tuple[str, Any]], drop: Sequence[str]) -> dict[str, Any]:
+def changed(
+    document: Mapping[str, Any],
+    nodepools: Sequence[tuple[str, Any]],
+    drop: Sequence[str],
+    *,
+    static_capacity: bool | None = None,
+) -> dict[str, Any]:
     """The scenario document with `nodepools` ((source, decoded document) each) applied and the
-    pools named in `drop` removed. Says what went where in `notes`."""
+    pools named in `drop` removed. Says what went where in `notes`. `static_capacity`: the gate
+    each changed pool is admitted by, as the sim's API admits one."""
     out = copy.deepcopy(dict(document))
     spec = out["spec"]
     known = _names(spec)
     replacing: dict[str, dict[str, Any]] = {}
     for source, raw in nodepools:
-        result = validate_nodepool(raw)
+        result = validate_nodepool(raw, static_capacity=static_capacity)
         if result.nodepool is None:
             problems = "; ".join(str(e) for e in result.errors)
             raise ChangeError(f"{source}: NodePool {result.name or '?'} is not valid: {problems}")
