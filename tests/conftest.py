@@ -10,17 +10,34 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "nodepools"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`make test` runs three workers on two cores (pytest-xdist, `--dist loadgroup`): most tests
     wait on simulated time rather than compute. The end-to-end tests that run a whole system of
-    processes go one after another on one worker, while the others take the unit and integration
-    tests and the end-to-end tests of single commands and single processes (`ALONE`), which
-    start no system."""
+    processes go in two streams (`STREAMS`, balanced by their durations), each one test after
+    another on one worker, so at most two systems share the cores; the unit and integration tests
+    and the end-to-end tests of single commands and single processes (`ALONE`, which start no
+    system) fill the workers around them. A file that names its own group keeps it."""
     e2e = ROOT / "tests" / "e2e"
     for item in items:
         path = Path(str(item.path))
-        if e2e in path.parents and path.name not in ALONE:
-            item.add_marker(pytest.mark.xdist_group("e2e"))
+        if e2e in path.parents and path.name not in ALONE and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("e2e-a" if path.name in STREAMS else "e2e-b"))
+
+
+STREAMS = frozenset(
+    {
+        "test_run.py",
+        "test_run_aws.py",
+        "test_up.py",
+        "test_faults.py",
+        "test_bus_processes.py",
+        "test_logs.py",
+        "test_watch_expired.py",
+    }
+)
+"""The system tests of the first stream (about half of the system tests' time); the rest, and any
+new file, go in the second."""
 
 
 ALONE = frozenset(
