@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import copy
+import gc
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,21 @@ STREAMS = frozenset(
 )
 """The system tests of the first stream (about half of the system tests' time); the rest, and any
 new file, go in the second."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    """No garbage collection while a failure's report is made. Python 3.11.7 fails a worker with
+    `SystemError: AST constructor recursion depth mismatch` (python/cpython#106905) when a
+    collection inside the report's `ast.parse` finalizes a pending asyncio task whose logged
+    warning parses source again: the run stops there and hides every later result."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 ALONE = frozenset(
