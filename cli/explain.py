@@ -58,7 +58,8 @@ def nodeclaim(
 ) -> None:
     """Why the NodeClaim was or was not disrupted at --at: each method in the pass's order, with
     its cause (a do-not-disrupt pod, a PDB, a budget at 0 in its window, consolidateAfter, no
-    cheaper replacement, pods that fit nowhere else, the node limit). Exit 2 on bad input."""
+    cheaper replacement, pods that fit nowhere else, the node limit), under the feature gates of
+    NODEWRIGHT_FEATURE_GATES as the disruption service reads them. Exit 2 on bad input."""
     _explain(name, None, at, from_file, seed, output, run)
 
 
@@ -85,11 +86,13 @@ def _explain(
 ) -> None:
     from cli import budgets as budgets_cmd
     from services.whatif.explain import ExplainError, explain
+    from services.whatif.instant import Gates
     from shared.whatif.sim import UNKNOWN
 
     try:
         if from_file is not None and run is not None:
             raise ValueError("--run and --from-file: give one log, not both")
+        gates = Gates.now()  # the disruption service's gates, as every process reads them
         instant = budgets_cmd.parse_instant(at, "--at") if at is not None else None
         events = read_events(from_file) if from_file is not None else None
     except (OSError, ValueError) as exc:
@@ -99,7 +102,7 @@ def _explain(
     if events is None:
         events, sim = with_database(database_log, run)
     try:
-        answer = explain(events, claim, node=node_name, at=instant, sim=sim.given(seed))
+        answer = explain(events, claim, node=node_name, at=instant, sim=sim.given(seed), gates=gates)
     except ExplainError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -169,16 +172,19 @@ def render(doc: dict[str, Any]) -> str:
     if doc["instance_type"]:
         lines.append(f"  {doc['instance_type']} ({doc['capacity_type']}) at {doc['price']:g}/h in the catalog")
         lines.append(f"  priced in the sim catalog at seed {doc['seed']} ({doc['seed_from']})")
+    if doc["gates"]:
+        lines.append(f"  feature gates on: {', '.join(doc['gates'])}")
     lines.append(f"  state: {doc['state']}")
     lines.append(f"verdict: {doc['verdict']}")
     if doc["causes"]:
         lines.append(f"causes: {', '.join(doc['causes'])}")
     if doc["methods"]:
         lines.append("methods, in the pass's order:")
+    width = max([14, *(len(v[k]) + 1 for v in doc["methods"] for k in ("method", "reason"))])
     for v in doc["methods"]:
         mark = "disrupts" if v["disrupts"] else v["cause"]
         scope = "" if v["applies"] or v["disrupts"] else " (does not apply)"
-        lines.append(f"  {v['method']:<14}{v['reason']:<14}{mark}{scope}: {v['message']}")
+        lines.append(f"  {v['method']:<{width}}{v['reason']:<{width}}{mark}{scope}: {v['message']}")
     for reason, b in doc["budgets"].items():
         allowed = "unbounded" if b["allowed"] is None else b["allowed"]
         windows = "; ".join(_window(w) for w in b["windows"])

@@ -7,6 +7,10 @@ core is asked about the claim (`shared.explain`). For a claim a recorded decisio
 instant is that decision's and the fold stops at the log position the decision observed: the
 methods are asked about the world the deciding pass saw, and the decision is told with the
 budget snapshot the store checked it on, as `audit --explain` tells it.
+
+The world is built under the feature gates the disruption service would run with
+(`NODEWRIGHT_FEATURE_GATES`, read here as every process reads it, unless given): a static pool's
+Overprovisioned scale-down, node repair and spot-to-spot consolidation are weighed only with theirs on.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from services.whatif.instant import instant, recorded_catalog
+from services.whatif.instant import Gates, instant, recorded_catalog
+from shared.config import NODE_REPAIR, STATIC_CAPACITY
+from shared.disruption.repair import UNHEALTHY
+from shared.disruption.static import REASON as OVERPROVISIONED
 from shared.events.envelope import RecordedEvent
 from shared.explain import model as m
 from shared.explain.answer import answer
@@ -35,11 +42,14 @@ def explain(
     at: datetime | None = None,
     loaded: Loaded | None = None,
     sim: SimSettings = UNKNOWN,
+    gates: Gates | None = None,
 ) -> m.Explanation:
     """The answer for the claim (or the claim the node was) at `at`: by default the time of the
     decision that disrupted it, else the end of the log. `loaded`: the catalog to price with
     (default: the what-if's, `instant.recorded_catalog`, at `sim`'s seed: the recorded run's
-    when its source says it, the answer tells which and whence)."""
+    when its source says it, the answer tells which and whence). `gates`: the feature gates the
+    world is built under (default: the environment's, `Gates.now`; a bad value is a ValueError)."""
+    gates = Gates.now() if gates is None else gates
     if not log:
         raise ExplainError("the log holds no events")
     first, last = log[0].occurred_at, max(e.occurred_at for e in log)
@@ -71,6 +81,7 @@ def explain(
         "story": told,
         "seed": sim.seed,
         "seed_from": sim.source if loaded is None else "the catalog given",
+        "gates": gates.on(),
     }
     if decision is None and life.terminated_at is not None and life.terminated_at <= at:
         return m.Explanation(
@@ -90,13 +101,25 @@ def explain(
         folded = instant(log, at, catalog)
     pool = folded.projection.pools.get(life.nodepool)
     row = folded.counters.get(life.nodepool)
-    said = answer(folded.world(), name, pool, len(row.disrupting) if row is not None else 0)
+    said = answer(folded.world(gates), name, pool, len(row.disrupting) if row is not None else 0)
     if said is None:  # not in the disruption projection: its creation was not folded
         raise ExplainError(f"nodeclaim {name}: not alive at {folded.at.isoformat()} in the log's fold")
     notes = []
+    if pool is not None and pool.spec.replicas is not None and not gates.static_capacity:
+        notes.append(
+            f"nodepool {life.nodepool} is static (replicas {pool.spec.replicas}), but the {STATIC_CAPACITY} gate "
+            "is off here (NODEWRIGHT_FEATURE_GATES): the Overprovisioned scale-down is not weighed, "
+            "as the disruption service with the gate off does not weigh it"
+        )
+    gated = _GATED.get(decision.reason) if decision is not None else None
     if decision is not None:
         verdict = f"disrupted: {decision.text or decision.command}"
-        if not said.taken:
+        if gated is not None and gated not in gates.on():
+            notes.append(
+                f"the decision's reason {decision.reason} is behind the {gated} gate, off here "
+                "(NODEWRIGHT_FEATURE_GATES): the pass replayed does not weigh it"
+            )
+        elif not said.taken:
             notes.append(
                 "the pass replayed on the world that decision observed does not take it again: "
                 f"the catalog here is the what-if's at {sim.told()} (docs/explain.md), "
@@ -120,6 +143,10 @@ def explain(
         passed=said.passed,
         notes=notes,
     )
+
+
+_GATED = {OVERPROVISIONED: STATIC_CAPACITY, UNHEALTHY: NODE_REPAIR}
+"""The forceful reasons a gate turns on: with it off, the replayed pass cannot take the claim again."""
 
 
 def _claim(log: Sequence[RecordedEvent], nodeclaim: str | None, node: str | None) -> str:

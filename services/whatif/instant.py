@@ -1,8 +1,9 @@
 """The recorded log replayed to one instant, into the folds a disruption pass reads: the
 disruption service's own projection (`services.disruption.projection`), the store's counters as
 the audit folds them (`shared.policy.audit`), and the sim's catalog as the what-if rebuilds it.
-`Instant.world()` is then the `World` the live service would have built from them
-(`services.disruption.world.build`): the pure pass and its methods can be asked about it.
+`Instant.world(gates)` is then the `World` the live service would have built from them
+(`services.disruption.world.build`) under the same feature gates: the pure pass and its methods
+can be asked about it.
 
 This is the offline runner's cheaper sibling: `Runner` plays a scenario step by step through the
 services; an instant only folds a recorded prefix, so `explain --at` costs one pass over the log,
@@ -11,7 +12,7 @@ not a re-simulation of the day.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,6 +20,8 @@ from services.disruption.projection import Projection
 from services.disruption.world import build
 from services.sim.views import instance_type_view
 from services.whatif.catalog import catalog_for
+from shared.config import NODE_REPAIR, SPOT_TO_SPOT_CONSOLIDATION, STATIC_CAPACITY, gates_now
+from shared.disruption.repair import AWS_REPAIR_POLICIES
 from shared.disruption.world import World
 from shared.events.envelope import RecordedEvent
 from shared.policy.audit import LogEntry, Replay
@@ -45,6 +48,44 @@ def recorded_catalog(events: Iterable[RecordedEvent], sim: SimSettings = UNKNOWN
     return Loaded([instance_option(instance_type_view(t)) for t in catalog_for(types, zones, sim)])
 
 
+@dataclass(frozen=True, slots=True)
+class Gates:
+    """The feature gates a disruption pass is built under, as the disruption service takes them
+    (`services.disruption.__main__`): spot-to-spot consolidation, node repair and the static
+    scale-down change what the same pure pass decides, so explain must read them too."""
+
+    spot_to_spot: bool = False
+    node_repair: bool = False
+    static_capacity: bool = False
+
+    @classmethod
+    def of(cls, gates: Mapping[str, bool]) -> Gates:
+        """From `shared.config`'s gate map (`feature_gates`, `gates_now`)."""
+        return cls(
+            spot_to_spot=gates.get(SPOT_TO_SPOT_CONSOLIDATION, False),
+            node_repair=gates.get(NODE_REPAIR, False),
+            static_capacity=gates.get(STATIC_CAPACITY, False),
+        )
+
+    @classmethod
+    def now(cls) -> Gates:
+        """`NODEWRIGHT_FEATURE_GATES` as every process reads it (a bad value: ValueError)."""
+        return cls.of(gates_now())
+
+    def on(self) -> list[str]:
+        """The gates on, by upstream's names, for the answer to say what it weighed."""
+        named = (
+            (SPOT_TO_SPOT_CONSOLIDATION, self.spot_to_spot),
+            (NODE_REPAIR, self.node_repair),
+            (STATIC_CAPACITY, self.static_capacity),
+        )
+        return [name for name, value in named if value]
+
+
+OFF = Gates()
+"""Every gate at upstream's default (off)."""
+
+
 @dataclass
 class Instant:
     """The folds at `at`, made of the log's events up to `position`."""
@@ -55,8 +96,19 @@ class Instant:
     counters: dict[str, PoolCounters]
     loaded: Loaded
 
-    def world(self) -> World:
-        return build(self.projection, self.counters, self.loaded, self.at)
+    def world(self, gates: Gates = OFF) -> World:
+        """The service's world under `gates`. Node repair asks the cloud's policies
+        (`CloudProvider.repair_policies`): the catalog here is the sim's, and the sim's providers
+        (`shared.adapters.sim`, `services.sim.inprocess`) declare AWS's, as the AWS provider does."""
+        return build(
+            self.projection,
+            self.counters,
+            self.loaded,
+            self.at,
+            spot_to_spot=gates.spot_to_spot,
+            repair_policies=AWS_REPAIR_POLICIES if gates.node_repair else (),
+            static_capacity=gates.static_capacity,
+        )
 
 
 def instant(events: Sequence[RecordedEvent], at: datetime, loaded: Loaded, *, through: int | None = None) -> Instant:

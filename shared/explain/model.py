@@ -35,6 +35,12 @@ BUSY = "CommandUnderWay"
 ANOTHER_COMMAND = "AnotherCommandFirst"
 AWAITING_RECHECK = "CommandAwaitsRecheck"
 BALANCED_SCORE = "BalancedScore"
+STATIC_POOL = "StaticNodePool"
+WITHIN_REPLICAS = "WithinReplicas"
+OVER_REPLICAS = "OverReplicas"
+NODE_CLASS_NOT_READY = "NodeClassNotReady"
+HEALTHY = "Healthy"
+WITHIN_TOLERATION = "WithinToleration"
 CAUSES = {
     NOT_INITIALIZED: "the claim is not initialized yet: no method looks at it",
     DELETING: "its deletion is already asked for, or a command under way takes it",
@@ -58,6 +64,12 @@ CAUSES = {
     ANOTHER_COMMAND: "the pass took another command first (one graceful command per pass)",
     AWAITING_RECHECK: "a graceful command awaits its re-check: the pass asks no graceful method meanwhile",
     BALANCED_SCORE: "its pool is Balanced and the move scores below 1/k (what it saves against what it disrupts)",
+    STATIC_POOL: "its pool is static (spec.replicas): consolidation never takes its nodes, StaticDrift replaces them",
+    WITHIN_REPLICAS: "its static pool has no more claims than its replicas: no Overprovisioned scale-down",
+    OVER_REPLICAS: "its static pool is over its replicas: the scale-down comes before a static drift replacement",
+    NODE_CLASS_NOT_READY: "its static pool's node class is not Ready: no replacement can launch",
+    HEALTHY: "no condition of its node matches a repair policy",
+    WITHIN_TOLERATION: "a condition matches a repair policy, but not yet for as long as the policy tolerates",
 }
 """The causes `shared.explain` names itself, each with what it means (docs/explain.md)."""
 
@@ -100,9 +112,11 @@ class Verdict(_Model):
     """One method's answer about the claim."""
 
     method: str
-    """Expiration, OverLimit, Emptiness, Drift, Consolidation (the pass's order)."""
+    """Expiration, Overprovisioned (a static pool, `StaticCapacity` on), OverLimit, NodeRepair
+    (`NodeRepair` on), Emptiness, StaticDrift (a static pool), Drift, Consolidation: the pass's order."""
     reason: str
-    """Its disruption reason: Expired, OverLimit, Empty, Drifted, Underutilized."""
+    """Its disruption reason: Expired, Overprovisioned, OverLimit, Unhealthy, Empty, Drifted,
+    Underutilized."""
     applies: bool
     """Whether the claim is of the kind the method takes (expired, over the limit, empty,
     drifted, not empty): a method that does not apply is no cause."""
@@ -167,6 +181,8 @@ class Explanation(_Model):
     """The sim seed that catalog was generated at: the recorded run's when known."""
     seed_from: str = ""
     """Where the seed came from (a run's description, --seed), or that it was unknown."""
+    gates: list[str] = Field(default_factory=list)
+    """The feature gates on (`NODEWRIGHT_FEATURE_GATES`) the world was built under."""
     methods: list[Verdict] = Field(default_factory=list)
     budgets: dict[str, Budget] = Field(default_factory=dict)
     passed: list[Command] = Field(default_factory=list)
