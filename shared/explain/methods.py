@@ -1,6 +1,7 @@
 """Each disruption method asked about one claim of a `World`, in the pass's order (the forceful
-Expiration, a static pool's Overprovisioned scale-down, OverLimit and node repair, then the
-graceful Emptiness, StaticDrift, Drift and Consolidation), and the answer told with its cause.
+Expiration, a static pool's Overprovisioned scale-down, OverLimit and node repair, in
+`shared.explain.forceful`, then the graceful Emptiness, StaticDrift, Drift and Consolidation,
+here), and the answer told with its cause.
 
 Every verdict is the disruption core's own: the candidate check (`candidates.candidate`, through
 `Round`), `expiration`, `forceful`'s scale-down and over-limit removal, `repair`, `emptiness`, and
@@ -15,98 +16,36 @@ simulation found against its price now, the pods that would not schedule.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
 from typing import Any
 
-from shared.api.nodepool import DisruptionReason, NodePool
+from shared.api.nodepool import DisruptionReason
 from shared.disruption.candidates import Blocked, Candidate
 from shared.disruption.consolidatable import disabled_message
 from shared.disruption.consolidation import movable
 from shared.disruption.drift import Drift
 from shared.disruption.emptiness import emptiness
-from shared.disruption.expiration import REASON as EXPIRED
-from shared.disruption.expiration import Expiring, expiration
-from shared.disruption.method import EVENTUAL, GRACEFUL, Round
-from shared.disruption.overlimit import REASON as OVER_LIMIT
-from shared.disruption.passes import BUDGET, NODE_HARD_LIMIT, forceful, graceful, repair
+from shared.disruption.method import EVENTUAL, GRACEFUL
+from shared.disruption.passes import NODE_HARD_LIMIT, forceful, graceful, repair
 from shared.disruption.pricing import NOT_CHEAPER as NOT_CHEAPER_TEXT
 from shared.disruption.pricing import worst_price
-from shared.disruption.repair import REPAIR_BLOCKED, REPAIR_BLOCKED_MESSAGE, UNHEALTHY, unhealthy
 from shared.disruption.simulation import simulate
 from shared.disruption.singlenode import SingleNodeConsolidation
-from shared.disruption.static import REASON as OVERPROVISIONED_REASON
 from shared.disruption.static_drift import StaticDrift
-from shared.disruption.world import Node, World, consolidatable_from
+from shared.disruption.world import World, consolidatable_from
 from shared.explain import model as m
-from shared.explain.budgets import budget_at, told
-from shared.policy.budgets import blocked_by_budget_message
-from shared.policy.limits import blocked_by_node_limit_message
-from shared.policy.overlimit import is_empty
-from shared.policy.pods import do_not_disrupt_active
-from shared.policy.unhealthy import ALLOWED_UNHEALTHY_PERCENT, unhealthy_threshold
-
-EXPIRATION, OVERLIMIT, EMPTINESS, DRIFT, CONSOLIDATION = (
-    "Expiration",
-    "OverLimit",
-    "Emptiness",
-    "Drift",
-    "Consolidation",
+from shared.explain.asked import (
+    CONSOLIDATION,
+    DRIFT,
+    EMPTINESS,
+    SHOWN_PODS,
+    STATIC_DRIFT,
+    Asked,
+    instant,
+    not_disrupted,
+    span,
 )
-SCALE_DOWN, NODE_REPAIR, STATIC_DRIFT = "StaticScaleDown", "NodeRepair", "StaticDrift"
-_SHOWN_PODS = 5
-
-
-class Asked:
-    """One claim of one world, and what the core says of it."""
-
-    def __init__(self, world: World, node: Node, pool: NodePool | None, disrupting: int) -> None:
-        self.world, self.node, self.pool = world, node, pool
-        self.name = node.state.nodeclaim
-        self.round = Round(world)
-        self.rules = world.pools.get(node.state.nodepool)
-        self.disrupting = disrupting
-        self.budgets: dict[str, m.Budget] = {}
-        self.forceful = forceful(world)
-
-    @property
-    def static(self) -> bool:
-        """Its pool sets `spec.replicas` (`PoolRules.replicas`, which the core's methods read)."""
-        return self.rules is not None and self.rules.replicas is not None
-
-    def candidate(self, disruption_class: str) -> Candidate | Blocked | None:
-        """The claim as the class's candidate check judged it: a candidate, blocked (with why),
-        or None (not initialized, or going)."""
-        for c in self.round.candidates(disruption_class):
-            if c.nodeclaim == self.name:
-                return c
-        for b in self.round.blocked(disruption_class):
-            if b.nodeclaim == self.name:
-                return b
-        return None
-
-    def budget(self, reason: DisruptionReason) -> m.Budget | None:
-        """The reason's budget in the claim's pool (None: no pool, or no counters for it)."""
-        if self.pool is None or self.rules is None:
-            return None
-        if reason not in self.budgets:
-            self.budgets[reason] = budget_at(self.pool, reason, self.world.now, self.rules.nodes, self.disrupting)
-        return self.budgets[reason]
-
-    def remaining(self, reason: DisruptionReason) -> dict[str, int | None]:
-        """The budgets a method is handed: the claim's pool's remaining for the reason."""
-        left = self.rules.remaining.get(reason) if self.rules is not None else 0
-        return {self.node.state.nodepool: left}
-
-    def no_budget(self, method: str, reason: DisruptionReason) -> m.Verdict | None:
-        """The Budget verdict when the reason has nothing left in the pool, else None."""
-        left = self.remaining(reason)[self.node.state.nodepool]
-        if left is not None and left > 0:
-            return None
-        budget = self.budget(reason)
-        message = blocked_by_budget_message(reason)
-        if budget is not None:
-            message += f": {told(budget)}"
-        return m.Verdict(method=method, reason=str(reason), applies=True, disrupts=False, cause=BUDGET, message=message)
+from shared.explain.forceful import expired, over_limit, overprovisioned, repaired
+from shared.policy.limits import blocked_by_node_limit_message
 
 
 def verdicts(asked: Asked) -> list[m.Verdict]:
@@ -125,170 +64,6 @@ def verdicts(asked: Asked) -> list[m.Verdict]:
     return out
 
 
-def expired(asked: Asked) -> m.Verdict:
-    facts, state = asked.node.facts, asked.node.state
-    claim = Expiring(facts.name, facts.created_at, facts.expire_after, facts.deleting or state.deleting)
-    reason = EXPIRED
-    if expiration([claim], asked.world.now) is not None:
-        return m.Verdict(
-            method=EXPIRATION,
-            reason=reason,
-            applies=True,
-            disrupts=True,
-            message=f"expired at {_t(claim.expires_at)} (expireAfter {span(facts.expire_after)}): "
-            "forceful, no budget applies",
-        )
-    if claim.expires_at is None:
-        return _no(EXPIRATION, reason, m.NEVER_EXPIRES, "expireAfter is Never")
-    return _no(
-        EXPIRATION, reason, m.NOT_EXPIRED, f"expires at {_t(claim.expires_at)} (expireAfter {span(facts.expire_after)})"
-    )
-
-
-def overprovisioned(asked: Asked, replicas: int) -> m.Verdict:
-    """The static scale-down (`static.scale_down` in `passes.forceful`): whether the claim is in
-    the surplus now, where upstream's order puts it, or why not (no surplus, a command under way,
-    others first). The counts are the ones `scale_down` weighs: claims not being deleted, less
-    those expiring in the same pass."""
-    pool, name, busy = asked.node.state.nodepool, asked.name, asked.rules is not None and asked.rules.busy
-    reason = OVERPROVISIONED_REASON
-    expiring = {
-        c for f in asked.forceful if f.nodepool == pool and f.command.reason == EXPIRED for c in f.command.candidates
-    }
-    counted = sorted(
-        n.facts.name
-        for n in asked.world.nodes
-        if n.state.nodepool == pool and not n.facts.deleting and n.facts.name not in expiring
-    )
-    order = next(
-        (list(f.command.candidates) for f in asked.forceful if f.nodepool == pool and f.command.reason == reason), []
-    )
-    surplus = max(len(counted) - replicas, 0)
-    figures = f"nodepool {pool} has {len(counted)} NodeClaim(s) not being deleted, replicas {replicas}"
-    details = {"replicas": replicas, "count": len(counted), "surplus": surplus, "order": order}
-    if name in order:
-        rank = order.index(name) + 1
-        return m.Verdict(
-            method=SCALE_DOWN,
-            reason=reason,
-            applies=True,
-            disrupts=True,
-            message=f"{figures}: the surplus of {surplus} goes now, in upstream's order (not launched, empty, "
-            f"cheapest to disrupt, do-not-disrupt last), and this claim is {rank} of {len(order)} "
-            f"({_kind(asked)}): forceful, no budget applies",
-            details=details,
-        )
-    if asked.node.facts.deleting:
-        return _no(
-            SCALE_DOWN, reason, m.DELETING, f"{figures}: it is being deleted, so it is not counted", False, details
-        )
-    if name in expiring:
-        return _no(SCALE_DOWN, reason, m.DELETING, f"{figures}: Expiration takes it in the same pass", False, details)
-    if surplus == 0:
-        return _no(
-            SCALE_DOWN,
-            reason,
-            m.WITHIN_REPLICAS,
-            f"{figures}: not over its replicas, no surplus to scale down",
-            False,
-            details,
-        )
-    if busy:
-        text = f"{figures}; a graceful command of the pool is under way: the scale-down waits for it"
-        return _no(SCALE_DOWN, reason, m.BUSY, text, True, details)
-    text = (
-        f"{figures}: the surplus of {surplus} goes in upstream's order (not launched, empty, cheapest to disrupt, "
-        f"do-not-disrupt last), and {', '.join(order)} come(s) before this claim ({_kind(asked)})"
-    )
-    return _no(SCALE_DOWN, reason, m.NOT_CHOSEN, text, True, details)
-
-
-def _kind(asked: Asked) -> str:
-    """Where upstream's scale-down order puts the claim: its class in `overlimit_victims`."""
-    facts = asked.node.facts
-    if not facts.launched:
-        return "not launched"
-    if is_empty(facts, asked.world.now):
-        return "empty"
-    if any(do_not_disrupt_active(p, asked.world.now) for p in facts.pods):
-        return "with pods, one of them do-not-disrupt"
-    return "with pods"
-
-
-def repaired(asked: Asked) -> m.Verdict:
-    """Node repair (`passes.repair`, behind `NodeRepair`): the condition that matches a repair
-    policy and since when, the toleration, and the pool's 20% threshold. The verdict is the
-    core's (`repair`'s commands and held-back claims); the figures say why."""
-    world, node, name = asked.world, asked.node, asked.name
-    pool = node.state.nodepool
-    evidence = unhealthy(node.conditions, world.repair_policies)
-    if evidence is None:
-        return _no(NODE_REPAIR, UNHEALTHY, m.HEALTHY, "no condition of its node matches a repair policy")
-    taken = {c for f in asked.forceful for c in f.command.candidates}
-    registered = [n for n in world.nodes if n.state.initialized and n.state.nodepool == pool]
-    matching = sum(  # as `passes.repair` counts them: not going, not taken by another forceful command
-        1
-        for n in registered
-        if not n.state.deleting
-        and n.state.nodeclaim not in taken
-        and unhealthy(n.conditions, world.repair_policies) is not None
-    )
-    threshold = unhealthy_threshold(len(registered))
-    said = f"{evidence.condition} {evidence.status} since {_t(evidence.since)}, tolerated {span(evidence.toleration)}"
-    figures = (
-        f"{matching} of {len(registered)} node(s) of nodepool {pool} unhealthy, at most {threshold} "
-        f"({ALLOWED_UNHEALTHY_PERCENT}%, rounded up) for a repair"
-    )
-    details = {
-        "condition": evidence.condition,
-        "status": evidence.status,
-        "since": evidence.since,
-        "toleration": span(evidence.toleration),
-        "due": evidence.due,
-        "unhealthy": matching,
-        "nodes": len(registered),
-        "threshold": threshold,
-    }
-    found, held = repair(world, taken)
-    if any(name in f.command.candidates for f in found):
-        text = f"{said}, past it since {_t(evidence.due)}; {figures}: forceful, no budget, PDB or drain"
-        return m.Verdict(
-            method=NODE_REPAIR, reason=UNHEALTHY, applies=True, disrupts=True, message=text, details=details
-        )
-    if not node.state.initialized:
-        return _no(NODE_REPAIR, UNHEALTHY, m.NOT_INITIALIZED, "not initialized yet", True, details)
-    if node.state.deleting or name in taken:
-        return _no(NODE_REPAIR, UNHEALTHY, m.DELETING, "already going: another command takes it", True, details)
-    if (name, pool) in held:
-        return _no(
-            NODE_REPAIR, UNHEALTHY, REPAIR_BLOCKED, f"{REPAIR_BLOCKED_MESSAGE}: {said}; {figures}", True, details
-        )
-    text = f"{said}: repaired from {_t(evidence.due)} if it lasts; {figures}"
-    return _no(NODE_REPAIR, UNHEALTHY, m.WITHIN_TOLERATION, text, True, details)
-
-
-def over_limit(asked: Asked) -> m.Verdict:
-    rules, pool = asked.rules, asked.node.state.nodepool
-    taken = any(f.command.reason == OVER_LIMIT and asked.name in f.command.candidates for f in asked.forceful)
-    if taken:
-        return m.Verdict(
-            method=OVERLIMIT,
-            reason=OVER_LIMIT,
-            applies=True,
-            disrupts=True,
-            message=f"nodepool {pool} is over limits.nodes and this claim goes first: forceful, no budget applies",
-        )
-    if rules is None or rules.node_limit.limit is None:
-        return _no(OVERLIMIT, OVER_LIMIT, m.NO_NODE_LIMIT, f"nodepool {pool} has no limits.nodes")
-    limit = rules.node_limit
-    figures = f"{limit.nodes} node(s), limits.nodes {limit.limit}"
-    if limit.excess == 0:
-        return _no(OVERLIMIT, OVER_LIMIT, m.WITHIN_LIMIT, f"nodepool {pool} is within its node limit: {figures}")
-    if rules.busy:
-        return _no(OVERLIMIT, OVER_LIMIT, m.BUSY, f"{figures}; a graceful command of the pool is under way", True)
-    return _no(OVERLIMIT, OVER_LIMIT, m.NOT_CHOSEN, f"{figures}; the excess goes in the over-limit order", True)
-
-
 def empty(asked: Asked) -> m.Verdict:
     reason = DisruptionReason.EMPTY
     if asked.static:
@@ -297,7 +72,7 @@ def empty(asked: Asked) -> m.Verdict:
     if not isinstance(found, Candidate):
         return _not_a_candidate(asked, EMPTINESS, reason, found)
     if not found.empty:
-        return _no(EMPTINESS, reason, m.NOT_EMPTY, _pods(found))
+        return not_disrupted(EMPTINESS, reason, m.NOT_EMPTY, _pods(found))
     rules = asked.world.pools[found.nodepool]
     said = emptiness(
         [found],
@@ -310,7 +85,7 @@ def empty(asked: Asked) -> m.Verdict:
             method=EMPTINESS, reason=str(reason), applies=True, disrupts=True, message="empty and Consolidatable"
         )
     if asked.name in said.unconsolidatable:
-        return _no(EMPTINESS, reason, m.CONSOLIDATION_DISABLED, said.unconsolidatable[asked.name], True)
+        return not_disrupted(EMPTINESS, reason, m.CONSOLIDATION_DISABLED, said.unconsolidatable[asked.name], True)
     if said.budget_blocked:
         blocked = asked.no_budget(EMPTINESS, reason)
         if blocked is not None:
@@ -327,7 +102,7 @@ def _static(asked: Asked, method: str, reason: DisruptionReason) -> m.Verdict:
         f"nodepool {pool} is static (replicas {replicas}): consolidation never takes its nodes, "
         "its consolidationPolicy and consolidateAfter are ignored, as upstream ignores them"
     )
-    return _no(method, reason, m.STATIC_POOL, text)
+    return not_disrupted(method, reason, m.STATIC_POOL, text)
 
 
 def static_drifted(asked: Asked) -> m.Verdict:
@@ -336,7 +111,9 @@ def static_drifted(asked: Asked) -> m.Verdict:
     reason = DisruptionReason.DRIFTED
     node, rules = asked.node, asked.rules
     if not node.drift:
-        return _no(STATIC_DRIFT, reason, m.NOT_DRIFTED, "not drifted: it matches its NodePool and the catalog")
+        return not_disrupted(
+            STATIC_DRIFT, reason, m.NOT_DRIFTED, "not drifted: it matches its NodePool and the catalog"
+        )
     details = {"drift": node.drift, "drifted_since": node.drifted_since}
     found = asked.candidate(EVENTUAL)
     if not isinstance(found, Candidate):
@@ -356,7 +133,7 @@ def static_drifted(asked: Asked) -> m.Verdict:
             details=details,
         )
     if outcome.limited:
-        return _no(STATIC_DRIFT, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
+        return not_disrupted(STATIC_DRIFT, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
     pool = node.state.nodepool
     live = sum(1 for n in asked.world.nodes if n.state.nodepool == pool and not n.state.deleting)
     if rules is not None and rules.replicas is not None and live > rules.replicas:
@@ -364,19 +141,19 @@ def static_drifted(asked: Asked) -> m.Verdict:
             f"drifted ({node.drift}), but nodepool {pool} has {live} claim(s), replicas {rules.replicas}: "
             "its scale-down comes first"
         )
-        return _no(STATIC_DRIFT, reason, m.OVER_REPLICAS, text, True, details)
+        return not_disrupted(STATIC_DRIFT, reason, m.OVER_REPLICAS, text, True, details)
     text = f"drifted ({node.drift}), but nodepool {pool}'s node class is not Ready: no replacement can launch"
-    return _no(STATIC_DRIFT, reason, m.NODE_CLASS_NOT_READY, text, True, details)
+    return not_disrupted(STATIC_DRIFT, reason, m.NODE_CLASS_NOT_READY, text, True, details)
 
 
 def drifted(asked: Asked) -> m.Verdict:
     reason = DisruptionReason.DRIFTED
     node = asked.node
     if not node.drift:
-        return _no(DRIFT, reason, m.NOT_DRIFTED, "not drifted: it matches its NodePool and the catalog")
+        return not_disrupted(DRIFT, reason, m.NOT_DRIFTED, "not drifted: it matches its NodePool and the catalog")
     if asked.static:  # `Drift.should_disrupt` leaves static pools to `StaticDrift`
         text = f"nodepool {node.state.nodepool} is static: StaticDrift replaces its drifted nodes, not Drift"
-        return _no(
+        return not_disrupted(
             DRIFT, reason, m.STATIC_POOL, text, False, {"drift": node.drift, "drifted_since": node.drifted_since}
         )
     found = asked.candidate(EVENTUAL)
@@ -401,10 +178,12 @@ def drifted(asked: Asked) -> m.Verdict:
             details=details,
         )
     if outcome.blocked:
-        return _no(DRIFT, reason, outcome.blocked[0].cause, outcome.blocked[0].message, True, details)
+        return not_disrupted(DRIFT, reason, outcome.blocked[0].cause, outcome.blocked[0].message, True, details)
     if outcome.limited:
-        return _no(DRIFT, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
-    return _no(DRIFT, reason, m.NO_PRICE, "drifted, but its node, instance or price is not known", True, details)
+        return not_disrupted(DRIFT, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
+    return not_disrupted(
+        DRIFT, reason, m.NO_PRICE, "drifted, but its node, instance or price is not known", True, details
+    )
 
 
 def consolidation(asked: Asked) -> m.Verdict:
@@ -415,17 +194,21 @@ def consolidation(asked: Asked) -> m.Verdict:
     if not isinstance(found, Candidate):
         return _not_a_candidate(asked, CONSOLIDATION, reason, found)
     if found.empty:
-        return _no(CONSOLIDATION, reason, m.EMPTY, "empty: Emptiness takes an empty node, not consolidation")
+        return not_disrupted(CONSOLIDATION, reason, m.EMPTY, "empty: Emptiness takes an empty node, not consolidation")
     rules = asked.world.pools[found.nodepool]
     if not movable(asked.round, found):  # the methods' own test; then which part of it failed
         if rules.consolidate_after is None:
-            return _no(CONSOLIDATION, reason, m.CONSOLIDATION_DISABLED, disabled_message(found.nodepool), True)
+            return not_disrupted(
+                CONSOLIDATION, reason, m.CONSOLIDATION_DISABLED, disabled_message(found.nodepool), True
+            )
         if not asked.round.consolidatable(found):
             return _not_yet(asked, CONSOLIDATION, reason)
         if rules.when_empty:
             text = f"nodepool {found.nodepool}'s consolidationPolicy is WhenEmpty: a node with pods stays"
-            return _no(CONSOLIDATION, reason, m.WHEN_EMPTY, text, True)
-        return _no(CONSOLIDATION, reason, m.NO_PRICE, "its instance type, zone or capacity type has no price", True)
+            return not_disrupted(CONSOLIDATION, reason, m.WHEN_EMPTY, text, True)
+        return not_disrupted(
+            CONSOLIDATION, reason, m.NO_PRICE, "its instance type, zone or capacity type has no price", True
+        )
     blocked = asked.no_budget(CONSOLIDATION, reason)
     if blocked is not None:
         return blocked
@@ -442,9 +225,9 @@ def consolidation(asked: Asked) -> m.Verdict:
             method=CONSOLIDATION, reason=str(reason), applies=True, disrupts=True, message=text, details=details
         )
     if outcome.limited:
-        return _no(CONSOLIDATION, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
+        return not_disrupted(CONSOLIDATION, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
     why = outcome.unconsolidatable.get(asked.name) or "no command"
-    return _no(CONSOLIDATION, reason, _cause_of(why), _with_figures(why, details), True, details)
+    return not_disrupted(CONSOLIDATION, reason, _cause_of(why), _with_figures(why, details), True, details)
 
 
 def _cause_of(why: str) -> str:
@@ -471,8 +254,8 @@ def _with_figures(why: str, details: Mapping[str, Any]) -> str:
         return f"{why}: the cheapest that holds its pods is {best}, against {price}/h now"
     unplaced = details.get("unschedulable") or {}
     if unplaced:
-        shown = "; ".join(f"{pod}: {r}" for pod, r in list(unplaced.items())[:_SHOWN_PODS])
-        more = f" (and {len(unplaced) - _SHOWN_PODS} more)" if len(unplaced) > _SHOWN_PODS else ""
+        shown = "; ".join(f"{pod}: {r}" for pod, r in list(unplaced.items())[:SHOWN_PODS])
+        more = f" (and {len(unplaced) - SHOWN_PODS} more)" if len(unplaced) > SHOWN_PODS else ""
         return f"{why}; pods that fit nowhere else: {shown}{more}"
     return why
 
@@ -507,10 +290,12 @@ def _limited(asked: Asked, reason: DisruptionReason) -> str:
 
 def _not_a_candidate(asked: Asked, method: str, reason: DisruptionReason, found: Blocked | None) -> m.Verdict:
     if isinstance(found, Blocked):
-        return _no(method, reason, found.cause, found.message, True)
+        return not_disrupted(method, reason, found.cause, found.message, True)
     if not asked.node.state.initialized:
-        return _no(method, reason, m.NOT_INITIALIZED, "not initialized yet", True)
-    return _no(method, reason, m.DELETING, "already going: its deletion is asked for or a command takes it", True)
+        return not_disrupted(method, reason, m.NOT_INITIALIZED, "not initialized yet", True)
+    return not_disrupted(
+        method, reason, m.DELETING, "already going: its deletion is asked for or a command takes it", True
+    )
 
 
 def _not_yet(asked: Asked, method: str, reason: DisruptionReason) -> m.Verdict:
@@ -520,60 +305,21 @@ def _not_yet(asked: Asked, method: str, reason: DisruptionReason) -> m.Verdict:
     rules = asked.rules
     after = rules.consolidate_after if rules is not None else None
     since = (
-        f"its last pod event at {_t(node.last_pod_event)}"
+        f"its last pod event at {instant(node.last_pod_event)}"
         if node.last_pod_event is not None
-        else f"its initialization at {_t(node.initialized_at)}"
+        else f"its initialization at {instant(node.initialized_at)}"
     )
     if at is None:
-        return _no(method, reason, m.CONSOLIDATION_DISABLED, disabled_message(node.state.nodepool), True)
+        return not_disrupted(method, reason, m.CONSOLIDATION_DISABLED, disabled_message(node.state.nodepool), True)
     wait = at - asked.world.now
-    text = f"not consolidatable until {_t(at)} (in {span(wait)}): consolidateAfter {span(after)} after {since}"
-    return _no(method, reason, m.NOT_CONSOLIDATABLE, text, True, {"consolidatable_at": at})
-
-
-def span(value: timedelta | None) -> str:
-    """A duration as a NodePool writes one (`1h30m`, `45s`; Never for None)."""
-    if value is None:
-        return "Never"
-    seconds = int(value.total_seconds())
-    if seconds == 0:
-        return "0s"
-    parts, sign = [], "-" if seconds < 0 else ""
-    seconds = abs(seconds)
-    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return sign + "".join(parts)
-
-
-def _t(at: datetime | None) -> str:
-    return at.isoformat() if at is not None else "-"
+    text = f"not consolidatable until {instant(at)} (in {span(wait)}): consolidateAfter {span(after)} after {since}"
+    return not_disrupted(method, reason, m.NOT_CONSOLIDATABLE, text, True, {"consolidatable_at": at})
 
 
 def _pods(found: Candidate) -> str:
     keys = [p.key for p in found.reschedulable]
-    shown = ", ".join(keys[:_SHOWN_PODS]) + (f" and {len(keys) - _SHOWN_PODS} more" if len(keys) > _SHOWN_PODS else "")
+    shown = ", ".join(keys[:SHOWN_PODS]) + (f" and {len(keys) - SHOWN_PODS} more" if len(keys) > SHOWN_PODS else "")
     return f"not empty: {len(keys)} pod(s) would need a place elsewhere ({shown})"
-
-
-def _no(
-    method: str,
-    reason: str,
-    cause: str,
-    message: str,
-    applies: bool = False,
-    details: Mapping[str, Any] | None = None,
-) -> m.Verdict:
-    return m.Verdict(
-        method=method,
-        reason=str(reason),
-        applies=applies,
-        disrupts=False,
-        cause=cause,
-        message=message,
-        details=dict(details or {}),
-    )
 
 
 def passed(world: World) -> list[m.Command]:
