@@ -225,9 +225,9 @@ def replay(
     plays: list[Variant] = []
     play = replaying.play
 
-    def timed(document: dict[str, Any]) -> Any:
+    def timed(document: dict[str, Any], gates: Any = None) -> Any:
         cpu = time.process_time()
-        played = play(document)
+        played = play(document, gates)
         name = ("baseline", "changed")[min(len(plays), 1)]
         plays.append(Variant(name, played.seconds, time.process_time() - cpu, len(played.log)))
         return played
