@@ -4,7 +4,9 @@ As upstream's instance provider (aws/karpenter-provider-aws `pkg/providers/insta
 `getCapacityType`, `getOverrides`, `updateUnavailableOfferingsCache`, `combineFleetErrors`; the
 codes of `pkg/errors/errors.go`): the claim's requirements select catalog offerings (type, zone,
 capacity type); spot is asked for when the claim allows a spot offering, else on demand; one
-override per (type, zone) with a subnet in that zone, cheapest first, at most 60 types; a fleet
+override per (type, zone) with a subnet in that zone, cheapest first, at most 60 types; a claim
+planned under NodeOverlays (its `prioritized` types) asks a prioritized fleet, each override's
+`Priority` its type's rank, as upstream does when an overlay adjusted a price; a fleet
 that launched nothing is an insufficient-capacity error when EC2 said capacity, naming the
 offerings it refused, else a plain error. The rules are written out in docs/aws.md.
 """
@@ -26,6 +28,9 @@ ON_DEMAND, SPOT = "on-demand", "spot"
 MAX_INSTANCE_TYPES = 60
 """Upstream's `maxInstanceTypes`: the most types one CreateFleet names."""
 ALLOCATION_STRATEGY = {ON_DEMAND: "lowest-price", SPOT: "price-capacity-optimized"}
+PRIORITIZED_STRATEGY = {ON_DEMAND: "prioritized", SPOT: "capacity-optimized-prioritized"}
+"""Upstream's strategies when an overlay adjusted a price: EC2 follows each override's `Priority`
+(lower first), not its own prices, strictly on demand and as far as capacity allows for spot."""
 CAPACITY_ERRORS = frozenset(
     {
         "InsufficientInstanceCapacity",
@@ -62,6 +67,15 @@ class Override:
     zone: str
     subnet_id: str
     price: float
+    rank: int | None = None
+    """The type's place in the claim's `prioritized` list (None: the claim has none)."""
+
+    @property
+    def priority(self) -> float:
+        """EC2's `Priority` (lower is preferred): the rank when the claim ordered its types, so
+        every zone of a type ties, as EC2 allows; else the price, as upstream always sends it
+        (`lowest-price` and `price-capacity-optimized` do not read it)."""
+        return self.price if self.rank is None else self.rank
 
     def as_request(self) -> dict[str, Any]:
         """The FleetLaunchTemplateOverridesRequest; the zone is redundant beside the subnet but
@@ -70,7 +84,7 @@ class Override:
             "InstanceType": self.instance_type,
             "SubnetId": self.subnet_id,
             "AvailabilityZone": self.zone,
-            "Priority": self.price,
+            "Priority": self.priority,
         }
 
 
@@ -123,18 +137,28 @@ def capacity_type(found: Sequence[Candidate]) -> str:
     return SPOT if any(c.capacity_type == SPOT for c in found) else ON_DEMAND
 
 
-def overrides(found: Sequence[Candidate], subnets: Mapping[str, str], chosen: str) -> list[Override]:
+def overrides(
+    found: Sequence[Candidate], subnets: Mapping[str, str], chosen: str, prioritized: Sequence[str] = ()
+) -> list[Override]:
     """The overrides for `chosen` capacity: one per (type, zone) that has a subnet (`subnets`:
     zone -> subnet id), cheapest first (then by type and zone, so equal prices are stable),
-    keeping the cheapest `MAX_INSTANCE_TYPES` types."""
+    keeping the first `MAX_INSTANCE_TYPES` types. With `prioritized` (the claim's types in its
+    planner's order, NodeOverlays in force) that order comes first and each override carries its
+    type's rank; a type the list leaves out ranks after every listed one, as the sim's cloud
+    ranks it. EC2 reads only the priorities, but the order keeps the truncation to the
+    preferred types and is what moto, which takes the first override, launches."""
+    ranks = {name: i for i, name in enumerate(prioritized)}
     by_offering: dict[tuple[str, str], Override] = {}
     for c in found:
         if c.capacity_type != chosen or c.zone not in subnets:
             continue
         key = (c.instance_type, c.zone)
         if key not in by_offering or c.price < by_offering[key].price:
-            by_offering[key] = Override(c.instance_type, c.zone, subnets[c.zone], c.price)
-    ordered = sorted(by_offering.values(), key=lambda o: (o.price, o.instance_type, o.zone))
+            rank = ranks.get(c.instance_type, len(ranks)) if prioritized else None
+            by_offering[key] = Override(c.instance_type, c.zone, subnets[c.zone], c.price, rank)
+    ordered = sorted(
+        by_offering.values(), key=lambda o: (0 if o.rank is None else o.rank, o.price, o.instance_type, o.zone)
+    )
     kept: list[str] = []
     for o in ordered:
         if o.instance_type not in kept and len(kept) < MAX_INSTANCE_TYPES:
@@ -150,11 +174,18 @@ def client_token(cluster: str, claim: str) -> str:
     return hashlib.sha256(f"{cluster}/{claim}".encode()).hexdigest()[:64]
 
 
+def allocation_strategy(chosen: str, prioritized: bool) -> str:
+    """EC2's own prices decide (`ALLOCATION_STRATEGY`) unless the claim ordered its types: then
+    the overrides' priorities do (`PRIORITIZED_STRATEGY`), so an overlay's price is not overruled."""
+    return (PRIORITIZED_STRATEGY if prioritized else ALLOCATION_STRATEGY)[chosen]
+
+
 def fleet_request(
     configs: Sequence[tuple[str, Sequence[Override]]], chosen: str, tags: Mapping[str, str]
 ) -> dict[str, Any]:
     """CreateFleet's parameters: an `instant` fleet of one instance over the launch templates
-    (`configs`: template name -> its overrides), tagging the instance, its volumes and the fleet."""
+    (`configs`: template name -> its overrides), tagging the instance, its volumes and the fleet.
+    Overrides ranked by a `prioritized` list ask for the prioritized strategy."""
     tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
     request: dict[str, Any] = {
         "Type": "instant",
@@ -168,7 +199,8 @@ def fleet_request(
         ],
         "TagSpecifications": [{"ResourceType": r, "Tags": tag_list} for r in ("instance", "volume", "fleet")],
     }
-    options = {"AllocationStrategy": ALLOCATION_STRATEGY[chosen]}
+    ranked = any(o.rank is not None for _, chosen_overrides in configs for o in chosen_overrides)
+    options = {"AllocationStrategy": allocation_strategy(chosen, ranked)}
     request["SpotOptions" if chosen == SPOT else "OnDemandOptions"] = options
     return request
 

@@ -1,5 +1,5 @@
 """The AWS provider against moto's EC2 over HTTP: a burst of claims launched with upstream's tags
-and cheapest-first overrides, capacity errors, idempotent creates, list and delete, leaked
+and cheapest-first overrides, prioritized launches (NodeOverlays), capacity errors, idempotent creates, list and delete, leaked
 instances collected.
 
 moto is simpler than EC2: its CreateFleet always launches, taking the first override and ignoring
@@ -159,6 +159,62 @@ async def test_the_request_orders_overrides_cheapest_first(aws):
     on_demand = spec("default-b", {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]})
     await provider.create(on_demand)
     assert clients.fleets[-1]["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
+
+
+@pytest.mark.parametrize(
+    ("capacity", "prioritized", "options", "strategy", "launched"),
+    [
+        ("on-demand", ["c6g.xlarge", "m5.large", "t3.micro"], "OnDemandOptions", "prioritized", "c6g.xlarge"),
+        ("spot", ["m5.large", "t3.micro"], "SpotOptions", "capacity-optimized-prioritized", "m5.large"),
+        ("on-demand", [], "OnDemandOptions", "lowest-price", "t3.micro"),
+    ],
+    ids=["on-demand", "spot", "not-prioritized"],
+)
+async def test_a_prioritized_launch_asks_a_prioritized_fleet_and_gets_its_first_type(
+    aws, capacity, prioritized, options, strategy, launched
+):
+    """A claim planned under NodeOverlays (`prioritized`) asks EC2 Fleet for a prioritized
+    strategy, each override's Priority its type's rank, so the first type is launched though
+    EC2 prices it dearer; without the list, cheapest first as before.
+
+    moto accepts both strategies and the priorities but reads neither: it launches the first
+    override of the first launch template. So this asserts the request moto received (its
+    strategy and priorities, recorded by a botocore hook), that moto took it, and the instance
+    it launched, which is the first-priority type only because the provider also orders the
+    overrides by rank."""
+    provider, clients, _ = aws
+    wanted = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]}
+    ask = spec(f"default-{capacity}-{len(prioritized)}", wanted)
+    if prioritized:
+        ask["prioritized"] = prioritized
+        ask["requirements"].append({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": prioritized})
+    view = await provider.create(ask)
+    request = clients.fleets[-1]
+    assert request[options] == {"AllocationStrategy": strategy}
+    overrides = [o for c in request["LaunchTemplateConfigs"] for o in c["Overrides"]]
+    if prioritized:
+        rank = {name: i for i, name in enumerate(prioritized)}
+        assert {o["InstanceType"] for o in overrides} == set(prioritized)
+        assert all(o["Priority"] == rank[o["InstanceType"]] for o in overrides)
+        assert len(overrides) == 3 * len(prioritized)  # a subnet per zone: every zone of a type ties
+    (raw,) = [i for i in await _instances(provider) if i["InstanceId"] == view["providerID"].rsplit("/", 1)[1]]
+    assert view["instanceType"] == raw["InstanceType"] == launched
+    assert view["capacityType"] == capacity
+
+
+async def test_a_prioritized_launch_falls_to_the_next_type_when_the_first_is_short(aws):
+    """The first type's offerings in the insufficient-capacity cache (`unavailable`) are left
+    out, so the next rank is launched; its Priority keeps its rank in the list (1), which EC2
+    reads only relative to the others."""
+    provider, clients, _ = aws
+    ask = spec("default-short-first", {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]})
+    ask["prioritized"] = ["m5.large", "c6g.xlarge", "t3.micro"]
+    ask["unavailable"] = [["m5.large", zone, "spot"] for zone in ZONES]
+    view = await provider.create(ask)
+    overrides = [o for c in clients.fleets[-1]["LaunchTemplateConfigs"] for o in c["Overrides"]]
+    assert "m5.large" not in {o["InstanceType"] for o in overrides}
+    assert min(o["Priority"] for o in overrides) == 1
+    assert view["instanceType"] == "c6g.xlarge"
 
 
 async def test_a_capacity_error_names_the_offerings_refused(aws):

@@ -4,7 +4,8 @@ deletes, through aiobotocore.
 A launch reads the claim's EC2NodeClass (it must be Ready: its status resolved); unless it is the
 claim's first ask, looks for an instance already tagged with the claim (a retried create returns
 it, never a second one); then asks an `instant` fleet, with a ClientToken from the claim, for one
-instance over the claim's compatible offerings but those the cache holds, cheapest first,
+instance over the claim's compatible offerings but those the cache holds, cheapest first (in
+its `prioritized` order, with a prioritized strategy, when NodeOverlays ordered its types),
 through a launch template per AMI. What to ask for and what the answer means are decided in
 `shared.aws.fleet` and `shared.aws.launch_template`; this module makes the calls. Only names, ids
 and EC2's error texts are logged: credentials never pass through here (botocore holds them).
@@ -240,7 +241,8 @@ class AwsProvider:
         for subnet in status.subnets or [] if status else []:
             subnets.setdefault(subnet.zone, subnet.id)
         chosen = F.capacity_type(found)
-        overrides = F.overrides(found, subnets, chosen)
+        prioritized = [str(name) for name in spec.get("prioritized") or []]
+        overrides = F.overrides(found, subnets, chosen, prioritized)
         if not overrides:
             zones = sorted({c.zone for c in found})
             raise NoCompatibleInstanceTypes(

@@ -95,19 +95,98 @@ def test_overrides_keep_the_cheapest_sixty_types():
 
 
 @pytest.mark.parametrize(
-    ("chosen", "options", "strategy"),
-    [("spot", "SpotOptions", "price-capacity-optimized"), ("on-demand", "OnDemandOptions", "lowest-price")],
+    ("prioritized", "chosen", "expected"),
+    [
+        (
+            [],
+            "spot",
+            [
+                ("t3.micro", "us-east-1a", 0.0035),
+                ("t3.micro", "us-east-1b", 0.00385),
+                ("m5.large", "us-east-1a", 0.04),
+                ("m5.large", "us-east-1b", 0.044),
+                ("c6g.xlarge", "us-east-1a", 0.05),
+                ("c6g.xlarge", "us-east-1b", 0.055),
+            ],
+        ),
+        (
+            ["c6g.xlarge", "m5.large", "t3.micro"],
+            "spot",
+            [
+                ("c6g.xlarge", "us-east-1a", 0),
+                ("c6g.xlarge", "us-east-1b", 0),
+                ("m5.large", "us-east-1a", 1),
+                ("m5.large", "us-east-1b", 1),
+                ("t3.micro", "us-east-1a", 2),
+                ("t3.micro", "us-east-1b", 2),
+            ],
+        ),
+        (
+            ["m5.large", "c6g.xlarge"],
+            "on-demand",
+            [
+                ("m5.large", "us-east-1a", 0),
+                ("m5.large", "us-east-1b", 0),
+                ("c6g.xlarge", "us-east-1a", 1),
+                ("c6g.xlarge", "us-east-1b", 1),
+                ("t3.micro", "us-east-1a", 2),
+                ("t3.micro", "us-east-1b", 2),
+            ],
+        ),
+        (
+            ["r5.xlarge", "m5.large"],
+            "on-demand",
+            [
+                ("m5.large", "us-east-1a", 1),
+                ("m5.large", "us-east-1b", 1),
+                ("t3.micro", "us-east-1a", 2),
+                ("t3.micro", "us-east-1b", 2),
+                ("c6g.xlarge", "us-east-1a", 2),
+                ("c6g.xlarge", "us-east-1b", 2),
+            ],
+        ),
+    ],
+    ids=["cheapest-first-priced", "ranked-spot", "unlisted-type-last", "rank-of-a-type-not-offered"],
 )
-def test_fleet_request_shape(chosen, options, strategy):
-    overrides = [F.Override("m5.large", "us-east-1a", "subnet-a", 0.04)]
+def test_override_priorities(prioritized, chosen, expected):
+    """Without `prioritized` each override's Priority is its price, cheapest first; with it, the
+    type's rank in the list (lower preferred, EC2's reading), every zone of a type tied, in that
+    order; a type the list leaves out ranks after every listed one, cheapest first among them."""
+    subnets = {z: s for z, s in SUBNETS.items() if z != "us-east-1c"}
+    overrides = F.overrides(F.candidates(entries(), []), subnets, chosen, prioritized)
+    assert [(o.instance_type, o.zone, o.as_request()["Priority"]) for o in overrides] == expected
+
+
+def test_prioritized_overrides_keep_the_first_sixty_types_of_the_list_not_the_cheapest():
+    kind = type(entries()[0])
+    named = [F.Candidate(kind(f"t{i:02d}", {}, {}, {}, {}, ()), "us-east-1a", "on-demand", 70.0 - i) for i in range(70)]
+    ordered = [f"t{i:02d}" for i in range(70)]  # the dearest first, as an overlay may have it
+    overrides = F.overrides(named, SUBNETS, "on-demand", ordered)
+    assert [o.instance_type for o in overrides] == ordered[: F.MAX_INSTANCE_TYPES]
+    assert [o.priority for o in overrides] == list(range(F.MAX_INSTANCE_TYPES))
+
+
+@pytest.mark.parametrize(
+    ("chosen", "rank", "options", "strategy", "priority"),
+    [
+        ("spot", None, "SpotOptions", "price-capacity-optimized", 0.04),
+        ("on-demand", None, "OnDemandOptions", "lowest-price", 0.04),
+        ("spot", 0, "SpotOptions", "capacity-optimized-prioritized", 0),
+        ("on-demand", 3, "OnDemandOptions", "prioritized", 3),
+    ],
+    ids=["spot", "on-demand", "spot-prioritized", "on-demand-prioritized"],
+)
+def test_fleet_request_shape(chosen, rank, options, strategy, priority):
+    overrides = [F.Override("m5.large", "us-east-1a", "subnet-a", 0.04, rank)]
     request = F.fleet_request([("karpenter.k8s.aws/abc", overrides)], chosen, {"b": "2", "a": "1"})
     assert request["Type"] == "instant"
     assert request[options] == {"AllocationStrategy": strategy}
+    assert {"SpotOptions", "OnDemandOptions"} & request.keys() == {options}
     assert request["TargetCapacitySpecification"] == {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": chosen}
     config = request["LaunchTemplateConfigs"][0]
     assert config["LaunchTemplateSpecification"]["LaunchTemplateName"] == "karpenter.k8s.aws/abc"
     assert config["Overrides"] == [
-        {"InstanceType": "m5.large", "SubnetId": "subnet-a", "AvailabilityZone": "us-east-1a", "Priority": 0.04}
+        {"InstanceType": "m5.large", "SubnetId": "subnet-a", "AvailabilityZone": "us-east-1a", "Priority": priority}
     ]
     assert {s["ResourceType"] for s in request["TagSpecifications"]} == {"instance", "volume", "fleet"}
     assert request["TagSpecifications"][0]["Tags"] == [{"Key": "a", "Value": "1"}, {"Key": "b", "Value": "2"}]
