@@ -15,10 +15,12 @@ from shared.disruption.repair import RepairPolicy
 LaunchSpec = dict[str, Any]
 """{nodeclaim, nodepool, nodeClassRef: {group, kind, name}, requirements: [{key, operator,
 values}], requests: {name: quantity}, labels, taints: [taint], startupTaints: [taint], firstAsk,
-unavailable: [[instanceType, zone, capacityType]]}. `firstAsk`: no create was asked for this
-claim before (its creator's first), so no instance of it can exist and a provider may skip
-looking for one. `unavailable`: offerings of its types the insufficient-capacity cache holds
-(a failed launch, a spot interruption), which the launch must not fall back on."""
+unavailable: [[instanceType, zone, capacityType]], prioritized: [instanceType]}. `firstAsk`: no
+create was asked for this claim before (its creator's first), so no instance of it can exist and
+a provider may skip looking for one. `unavailable`: offerings of its types the insufficient-capacity cache holds
+(a failed launch, a spot interruption), which the launch must not fall back on. `prioritized`
+(set when NodeOverlays ordered the claim's types): launch the first type it can in that order,
+not the cloud's own cheapest."""
 
 InstanceView = dict[str, Any]
 """{providerID, nodeclaim, nodepool, instanceType, zone, capacityType, price, capacity,
