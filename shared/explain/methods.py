@@ -115,12 +115,9 @@ def static_drifted(asked: Asked) -> m.Verdict:
             STATIC_DRIFT, reason, m.NOT_DRIFTED, "not drifted: it matches its NodePool and the catalog"
         )
     details = {"drift": node.drift, "drifted_since": node.drifted_since}
-    found = asked.candidate(EVENTUAL)
+    found = _drift_candidate(asked, STATIC_DRIFT, reason, details)
     if not isinstance(found, Candidate):
-        return _not_a_candidate(asked, STATIC_DRIFT, reason, found).model_copy(update={"details": details})
-    blocked = asked.no_budget(STATIC_DRIFT, reason)
-    if blocked is not None:
-        return blocked.model_copy(update={"details": details})
+        return found
     outcome = StaticDrift().compute_commands(asked.round, asked.remaining(reason), [found])
     if outcome.found:
         return m.Verdict(
@@ -146,6 +143,20 @@ def static_drifted(asked: Asked) -> m.Verdict:
     return not_disrupted(STATIC_DRIFT, reason, m.NODE_CLASS_NOT_READY, text, True, details)
 
 
+def _drift_candidate(
+    asked: Asked, method: str, reason: DisruptionReason, details: dict[str, Any]
+) -> Candidate | m.Verdict:
+    """The drifted claim as an eventual candidate with budget left, or the verdict of why not
+    (with the drift's details), as `StaticDrift` and `Drift` both ask first."""
+    found = asked.candidate(EVENTUAL)
+    if not isinstance(found, Candidate):
+        return _not_a_candidate(asked, method, reason, found).model_copy(update={"details": details})
+    blocked = asked.no_budget(method, reason)
+    if blocked is not None:
+        return blocked.model_copy(update={"details": details})
+    return found
+
+
 def drifted(asked: Asked) -> m.Verdict:
     reason = DisruptionReason.DRIFTED
     node = asked.node
@@ -156,13 +167,10 @@ def drifted(asked: Asked) -> m.Verdict:
         return not_disrupted(
             DRIFT, reason, m.STATIC_POOL, text, False, {"drift": node.drift, "drifted_since": node.drifted_since}
         )
-    found = asked.candidate(EVENTUAL)
     details = {"drift": node.drift, "drifted_since": node.drifted_since}
+    found = _drift_candidate(asked, DRIFT, reason, details)
     if not isinstance(found, Candidate):
-        return _not_a_candidate(asked, DRIFT, reason, found).model_copy(update={"details": details})
-    blocked = asked.no_budget(DRIFT, reason)
-    if blocked is not None:
-        return blocked.model_copy(update={"details": details})
+        return found
     outcome = Drift().compute_commands(asked.round, asked.remaining(reason), [found])
     if outcome.found:
         command = outcome.found[0].command

@@ -44,7 +44,8 @@ def fold(events: list[c.Event], start: int = 1) -> tuple[Projection, dict[str, P
     return projection, counters
 
 
-def node(claim: str) -> list[c.Event]:
+def node(claim: str, labels: dict[str, str] | None = None) -> list[c.Event]:
+    """A launched, registered, initialized claim of pool p (drifted unless `labels` match)."""
     return [
         created(claim, "p"),
         launched(claim, "p", zone="a"),
@@ -53,7 +54,7 @@ def node(claim: str) -> list[c.Event]:
             provider_id=f"sim:///{claim}",
             nodeclaim=claim,
             nodepool="p",
-            labels={"karpenter.sh/nodepool": "p"},
+            labels=labels or {"karpenter.sh/nodepool": "p"},
             allocatable={"cpu": "2", "memory": "8Gi", "pods": "110"},
         ),
         c.NodeClaimRegistered(nodeclaim=claim, nodepool="p", node=f"{claim}-node"),

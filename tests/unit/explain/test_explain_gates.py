@@ -15,31 +15,13 @@ from shared.events import contracts as c
 from shared.explain import model as m
 from shared.explain.answer import answer
 from shared.runtime.catalogs import Loaded
-from tests.factories import T0, applied, created, initialized, launched
-from tests.unit.disruption.test_service_world import CATALOG, bound, fold
+from tests.factories import T0, applied
+from tests.unit.disruption.test_service_world import CATALOG, bound, fold, node
 from tests.unit.disruption.test_static_pools import static_applied
 
 LATER = T0 + timedelta(hours=1)
 MATCHING = {"karpenter.sh/nodepool": "p", "kubernetes.io/arch": "amd64", "team": "a"}
 """The labels the fixture pool's template asks for: a node with them is not drifted."""
-
-
-def node(claim: str, labels: dict[str, str] | None = None) -> list[c.Event]:
-    """A launched, registered, initialized claim of pool p (drifted unless `labels` match)."""
-    return [
-        created(claim, "p"),
-        launched(claim, "p", zone="a"),
-        c.NodeRegistered(
-            node=f"{claim}-node",
-            provider_id=f"sim:///{claim}",
-            nodeclaim=claim,
-            nodepool="p",
-            labels=labels or {"karpenter.sh/nodepool": "p"},
-            allocatable={"cpu": "2", "memory": "8Gi", "pods": "110"},
-        ),
-        c.NodeClaimRegistered(nodeclaim=claim, nodepool="p", node=f"{claim}-node"),
-        initialized(claim, "p"),
-    ]
 
 
 def told(events: list[c.Event], claim: str, gates: Gates, at: Any = LATER) -> Any:
