@@ -100,6 +100,18 @@ def instant(at: datetime | None) -> str:
     return at.isoformat() if at is not None else "-"
 
 
+def disrupted(method: str, reason: str, message: str, details: Mapping[str, Any] | None = None) -> m.Verdict:
+    """The method applies to the claim and disrupts it now."""
+    return m.Verdict(
+        method=method,
+        reason=str(reason),
+        applies=True,
+        disrupts=True,
+        message=message,
+        details=dict(details or {}),
+    )
+
+
 def not_disrupted(
     method: str,
     reason: str,

@@ -17,6 +17,7 @@ from shared.explain.asked import (
     OVERLIMIT,
     SCALE_DOWN,
     Asked,
+    disrupted,
     instant,
     not_disrupted,
     span,
@@ -31,12 +32,10 @@ def expired(asked: Asked) -> m.Verdict:
     claim = Expiring(facts.name, facts.created_at, facts.expire_after, facts.deleting or state.deleting)
     reason = EXPIRED
     if expiration([claim], asked.world.now) is not None:
-        return m.Verdict(
-            method=EXPIRATION,
-            reason=reason,
-            applies=True,
-            disrupts=True,
-            message=f"expired at {instant(claim.expires_at)} (expireAfter {span(facts.expire_after)}): "
+        return disrupted(
+            EXPIRATION,
+            reason,
+            f"expired at {instant(claim.expires_at)} (expireAfter {span(facts.expire_after)}): "
             "forceful, no budget applies",
         )
     if claim.expires_at is None:
@@ -72,15 +71,13 @@ def overprovisioned(asked: Asked, replicas: int) -> m.Verdict:
     details = {"replicas": replicas, "count": len(counted), "surplus": surplus, "order": order}
     if name in order:
         rank = order.index(name) + 1
-        return m.Verdict(
-            method=SCALE_DOWN,
-            reason=reason,
-            applies=True,
-            disrupts=True,
-            message=f"{figures}: the surplus of {surplus} goes now, in upstream's order (not launched, empty, "
+        return disrupted(
+            SCALE_DOWN,
+            reason,
+            f"{figures}: the surplus of {surplus} goes now, in upstream's order (not launched, empty, "
             f"cheapest to disrupt, do-not-disrupt last), and this claim is {rank} of {len(order)} "
             f"({_kind(asked)}): forceful, no budget applies",
-            details=details,
+            details,
         )
     if asked.node.facts.deleting:
         return not_disrupted(
@@ -160,9 +157,7 @@ def repaired(asked: Asked) -> m.Verdict:
     found, held = repair(world, taken)
     if any(name in f.command.candidates for f in found):
         text = f"{said}, past it since {instant(evidence.due)}; {figures}: forceful, no budget, PDB or drain"
-        return m.Verdict(
-            method=NODE_REPAIR, reason=UNHEALTHY, applies=True, disrupts=True, message=text, details=details
-        )
+        return disrupted(NODE_REPAIR, UNHEALTHY, text, details)
     if not node.state.initialized:
         return not_disrupted(NODE_REPAIR, UNHEALTHY, m.NOT_INITIALIZED, "not initialized yet", True, details)
     if node.state.deleting or name in taken:
@@ -181,12 +176,10 @@ def over_limit(asked: Asked) -> m.Verdict:
     rules, pool = asked.rules, asked.node.state.nodepool
     taken = any(f.command.reason == OVER_LIMIT and asked.name in f.command.candidates for f in asked.forceful)
     if taken:
-        return m.Verdict(
-            method=OVERLIMIT,
-            reason=OVER_LIMIT,
-            applies=True,
-            disrupts=True,
-            message=f"nodepool {pool} is over limits.nodes and this claim goes first: forceful, no budget applies",
+        return disrupted(
+            OVERLIMIT,
+            OVER_LIMIT,
+            f"nodepool {pool} is over limits.nodes and this claim goes first: forceful, no budget applies",
         )
     if rules is None or rules.node_limit.limit is None:
         return not_disrupted(OVERLIMIT, OVER_LIMIT, m.NO_NODE_LIMIT, f"nodepool {pool} has no limits.nodes")

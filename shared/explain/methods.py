@@ -40,6 +40,7 @@ from shared.explain.asked import (
     SHOWN_PODS,
     STATIC_DRIFT,
     Asked,
+    disrupted,
     instant,
     not_disrupted,
     span,
@@ -81,9 +82,7 @@ def empty(asked: Asked) -> m.Verdict:
         consolidatable=asked.round.consolidatable,
     )
     if said.command is not None:
-        return m.Verdict(
-            method=EMPTINESS, reason=str(reason), applies=True, disrupts=True, message="empty and Consolidatable"
-        )
+        return disrupted(EMPTINESS, str(reason), "empty and Consolidatable")
     if asked.name in said.unconsolidatable:
         return not_disrupted(EMPTINESS, reason, m.CONSOLIDATION_DISABLED, said.unconsolidatable[asked.name], True)
     if said.budget_blocked:
@@ -120,14 +119,12 @@ def static_drifted(asked: Asked) -> m.Verdict:
         return found
     outcome = StaticDrift().compute_commands(asked.round, asked.remaining(reason), [found])
     if outcome.found:
-        return m.Verdict(
-            method=STATIC_DRIFT,
-            reason=str(reason),
-            applies=True,
-            disrupts=True,
-            message=f"drifted ({node.drift}): replaced one-for-one by a claim of nodepool "
+        return disrupted(
+            STATIC_DRIFT,
+            str(reason),
+            f"drifted ({node.drift}): replaced one-for-one by a claim of nodepool "
             f"{found.nodepool}'s template, launched and initialized before it goes",
-            details=details,
+            details,
         )
     if outcome.limited:
         return not_disrupted(STATIC_DRIFT, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
@@ -177,13 +174,8 @@ def drifted(asked: Asked) -> m.Verdict:
         text = (
             f"drifted ({node.drift}): replaced by {command.replacements} new claim(s)" if command.replacements else ""
         )
-        return m.Verdict(
-            method=DRIFT,
-            reason=str(reason),
-            applies=True,
-            disrupts=True,
-            message=text or f"drifted ({node.drift}): deleted, its pods fit elsewhere",
-            details=details,
+        return disrupted(
+            DRIFT, str(reason), text or f"drifted ({node.drift}): deleted, its pods fit elsewhere", details
         )
     if outcome.blocked:
         return not_disrupted(DRIFT, reason, outcome.blocked[0].cause, outcome.blocked[0].message, True, details)
@@ -229,9 +221,7 @@ def consolidation(asked: Asked) -> m.Verdict:
         if f.scores:  # Balanced: each pool's score, as the decision records it
             text += "; " + "; ".join(f"nodepool {p} is Balanced: {s.describe()}" for p, s in sorted(f.scores.items()))
             details = {**details, "scores": {p: s.describe() for p, s in sorted(f.scores.items())}}
-        return m.Verdict(
-            method=CONSOLIDATION, reason=str(reason), applies=True, disrupts=True, message=text, details=details
-        )
+        return disrupted(CONSOLIDATION, str(reason), text, details)
     if outcome.limited:
         return not_disrupted(CONSOLIDATION, reason, NODE_HARD_LIMIT, _limited(asked, reason), True, details)
     why = outcome.unconsolidatable.get(asked.name) or "no command"
