@@ -26,6 +26,7 @@ from shared.aws.nodeclass import REQUEUE_SECONDS, Resolution
 from shared.events import contracts as c
 from shared.ports.cloud import CloudError
 from shared.ports.cluster import DELETED, EC2NODECLASS, ClusterError, NotFound, WatchEvent
+from shared.scheduling.nodeclasses import NodeClassState
 
 log = logging.getLogger("nodewright.watcher.nodeclasses")
 
@@ -73,6 +74,12 @@ class NodeClasses:
         """The class's readiness as last recorded; None: not resolved yet (or not there)."""
         key = self.recorded.get(name)
         return None if key is None or name not in self.documents else (key[0], key[1], key[2])
+
+    def states(self) -> dict[str, NodeClassState]:
+        """Each class's readiness as the scheduling view holds it (`SchedulingView.nodeclasses`),
+        so what the watcher resolves against a pool's catalog is what the services plan with; a
+        class not resolved yet, or gone, is left out (not ready, as the view's rule says)."""
+        return {name: NodeClassState(*state) for name in self.documents if (state := self.readiness(name)) is not None}
 
     def fact(self, name: str, resolution: Resolution) -> Fact | None:
         """The fact to record after a resolution, if anything the log holds changed."""

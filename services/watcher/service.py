@@ -163,7 +163,9 @@ class WatcherService:
         await self.controller.run()
 
     async def _class_changed(self, nodeclass: str) -> None:
-        """A class's readiness changed: the pools on it write their conditions again."""
+        """A class's readiness changed: the pools on it write their conditions again, and the
+        overlays are resolved again (a pool launches from its class's catalog only while ready)."""
+        self.overlays.dirty = True
         for fact in list(self._pools.values()):
             await self._condition(fact, self.clock.now())
 
@@ -283,7 +285,7 @@ class WatcherService:
         assert self.catalogs is not None
         overlays = self.overlays
         in_force = overlays.in_force()
-        loaded = await self.catalogs.load(SchedulingView(pools=dict(overlays.pools)))
+        loaded = await self.catalogs.load(self._overlay_view(overlays))
         resolved = resolution(loaded, overlays.pools, in_force.values())
         now = self.clock.now()
         for name in in_force:
@@ -293,6 +295,15 @@ class WatcherService:
                 continue
             with contextlib.suppress(NotFound):  # deleted meanwhile
                 await self.cluster.patch_nodeoverlay_status(name, {"conditions": written})
+
+    def _overlay_view(self, overlays: Overlays) -> SchedulingView:
+        """The pools as the scheduler's and disruption's views hold them: on a cloud that resolves
+        node classes (AWS: a resolver), `Catalogs.load` then gives each ready pool its
+        EC2NodeClass's catalog, so an overlay's status says what the services apply; on the sim's
+        cloud every pool has the default catalog."""
+        return SchedulingView(
+            pools=dict(overlays.pools), nodeclasses=self.nodeclasses.states(), gated=self.resolver is not None
+        )
 
     async def _count(self) -> None:
         """Each pool's `nodes` and `resources`, from the log's counters, written when changed; a
