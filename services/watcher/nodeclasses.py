@@ -6,6 +6,12 @@ controller requeues; its status written through the status subresource; and a
 The resolving is the `Resolver`'s (`shared.adapters.aws.resolver.NodeClassResolver`), the status
 the pure core's (`shared.aws.nodeclass`). What was last recorded per class is rebuilt from the
 log, so a restarted watcher records only a change.
+
+A class deleted has what it made in AWS (its launch templates, the instance profile of its
+`spec.role`) deleted once no NodeClaim uses it, as upstream's termination does behind its
+finalizer; the deletion itself is not held here (the watcher may not write EC2NodeClasses), so
+the wait is the watcher's: the NodeClaim objects naming the class, and the log's live claims of
+the pools on it (a launch's object is written just after it).
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from services.watcher.pool_status import NOT_FOUND
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.nodeclass import REQUEUE_SECONDS, Resolution
 from shared.events import contracts as c
+from shared.policy.pool_state import PoolCounters
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import DELETED, EC2NODECLASS, ClusterError, NotFound, WatchEvent
-from shared.scheduling.nodeclasses import NodeClassState
+from shared.ports.cluster import DELETED, EC2NODECLASS, NODECLAIM, ClusterError, NotFound, WatchEvent
+from shared.scheduling.nodeclasses import EC2_NODE_CLASS, NodeClassState
 
 log = logging.getLogger("nodewright.watcher.nodeclasses")
 
@@ -35,6 +42,10 @@ class Resolver(Protocol):
     async def resolve(
         self, nodeclass: EC2NodeClass, now: datetime, previous: Sequence[Mapping[str, Any]] = ()
     ) -> Resolution: ...
+
+    async def clean_up(self, nodeclass: str, uid: str | None = None) -> object:
+        """Delete what the class made in the cloud (idempotent); `uid`: the class's, when known."""
+        ...
 
 
 Readiness = tuple[bool, str, str]
@@ -52,6 +63,9 @@ class NodeClasses:
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
     recorded: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     changes: dict[str, int] = field(default_factory=dict)  # facts recorded per class: the next id
+    claims: dict[str, str] = field(default_factory=dict)  # NodeClaim object -> the EC2NodeClass it names
+    uids: dict[str, str] = field(default_factory=dict)  # class -> its uid, last seen (kept once deleted)
+    cleaned: set[str] = field(default_factory=set)  # classes deleted whose AWS resources went
 
     def remember(self, events: Iterable[c.Event]) -> None:
         for event in events:
@@ -63,12 +77,43 @@ class NodeClasses:
         """Keep the class as seen; whether it needs resolving now."""
         if change.kind != EC2NODECLASS:
             return False
+        uid = (change.object.get("metadata") or {}).get("uid")
+        if uid:
+            self.uids[change.key] = str(uid)
         if change.action == DELETED:
             self.documents.pop(change.key, None)
             return change.key in self.recorded  # the log must learn it is gone
+        self.cleaned.discard(change.key)  # made again: what it makes is its own again
         old = self.documents.get(change.key)
         self.documents[change.key] = change.object
         return old is None or old.get("spec") != change.object.get("spec")
+
+    def observe_claim(self, change: WatchEvent) -> str | None:
+        """Keep which class each NodeClaim object names; a claim gone names the deleted class that
+        may now be cleaned up (None: nothing to look at again)."""
+        if change.kind != NODECLAIM:
+            return None
+        if change.action == DELETED:
+            name = self.claims.pop(change.key, None)
+            return name if name is not None and self.waiting(name) else None
+        ref = (change.object.get("spec") or {}).get("nodeClassRef") or {}
+        if ref.get("kind") == EC2_NODE_CLASS and ref.get("name"):
+            self.claims[change.key] = str(ref["name"])
+        return None
+
+    def waiting(self, name: str) -> bool:
+        """A class the log holds, gone from the cluster, whose AWS resources are not cleaned yet."""
+        return name in self.recorded and name not in self.documents and name not in self.cleaned
+
+    def users(self, name: str, pools: Mapping[str, PoolCounters]) -> list[str]:
+        """What still uses the class, so its resources must stay: each NodeClaim object naming it,
+        and each pool in force on it with live claims in the log (`nodepool <name>`), which also
+        covers a claim launched whose object is not written yet."""
+        out = sorted(claim for claim, used in self.claims.items() if used == name)
+        for pool, counters in sorted(pools.items()):
+            if counters.spec is not None and counters.nodes > 0 and _class_of(counters.spec) == name:
+                out.append(f"nodepool {pool}")
+        return out
 
     def readiness(self, name: str) -> Readiness | None:
         """The class's readiness as last recorded; None: not resolved yet (or not there)."""
@@ -113,6 +158,13 @@ class NodeClasses:
         return Fact(event, fact_id(event.TYPE, name, self.changes.get(name, 0)))
 
 
+def _class_of(nodepool: Mapping[str, Any]) -> str | None:
+    """The EC2NodeClass a NodePool object's template names (None: a class of another kind)."""
+    template = (nodepool.get("spec") or {}).get("template") or {}
+    ref = (template.get("spec") or {}).get("nodeClassRef") or {}
+    return str(ref["name"]) if ref.get("kind") == EC2_NODE_CLASS and ref.get("name") else None
+
+
 class NodeClassController:
     """Resolves the classes `NodeClasses` holds: those changed at once, all every period."""
 
@@ -132,6 +184,10 @@ class NodeClassController:
         self.wake = asyncio.Event()
         self.pending: set[str] = set()
         self.changed: Callable[[str], Awaitable[None]] | None = None
+        self.pools: Callable[[], Awaitable[Mapping[str, PoolCounters]]] | None = None
+        """The log's pool counters (the store's), whose live claims hold a deleted class's resources."""
+        self.synced: Callable[[], bool] = lambda: True
+        """Whether the cluster's list is in: before it, every class would look deleted and unused."""
 
     def touched(self, name: str) -> None:
         self.pending.add(name)
@@ -173,11 +229,35 @@ class NodeClassController:
             log.warning("EC2NodeClass %s not resolved (%r); trying again later", name, exc)
 
     async def _gone(self, name: str) -> None:
-        """A class deleted: recorded not ready, so no pass launches into its pools any more."""
+        """A class deleted: recorded not ready, so no pass launches into its pools any more; then
+        what it made in AWS deleted once nothing uses it."""
         try:
             await self._recorded(name, self.classes.gone(name))
         except self.retried as exc:
             log.warning("EC2NodeClass %s: its deletion not recorded (%r); trying again later", name, exc)
+            return
+        await self._clean_up(name)
+
+    async def _clean_up(self, name: str) -> None:
+        """Upstream's termination: while NodeClaims use the class it waits (said each pass, as
+        upstream's event repeats); then the instance profile its role made and its launch
+        templates are deleted. A failure is logged in upstream's words and tried again on the
+        next pass (a NodeClaim gone, or the period)."""
+        if not self.classes.waiting(name) or not self.synced():
+            return  # not synced: the next pass, once the list is in, looks again
+        try:
+            users = self.classes.users(name, await self.pools() if self.pools is not None else {})
+            if users:
+                shown = ", ".join(users[:5]) + (f" and {len(users) - 5} other(s)" if len(users) > 5 else "")
+                log.info("EC2NodeClass %s: Waiting on NodeClaim termination for %s", name, shown)
+                return
+            cleaned = await self.resolver.clean_up(name, self.classes.uids.get(name))
+        except self.retried as exc:
+            log.error("EC2NodeClass %s: %s; trying again later", name, exc)
+            return
+        log.debug("EC2NodeClass %s deleted: its AWS resources are gone (%s)", name, cleaned)
+        self.classes.cleaned.add(name)
+        self.classes.uids.pop(name, None)
 
     async def _recorded(self, name: str, fact: Fact | None) -> None:
         """Record a changed fact; the pools on the class then write their conditions again."""

@@ -158,6 +158,8 @@ class WatcherService:
             WATCH_ERRORS,
         )
         self.controller.changed = self._class_changed
+        self.controller.pools = self.store.counters
+        self.controller.synced = lambda: self.synced
         for name in self.nodeclasses.known():  # those deleted while no watcher ran among them
             self.controller.touched(name)
         await self.controller.run()
@@ -170,9 +172,13 @@ class WatcherService:
             await self._condition(fact, self.clock.now())
 
     def _observe_classes(self, changes: Sequence[WatchEvent]) -> None:
+        """Classes changed are resolved again; a NodeClaim gone wakes the deleted class it held."""
         for change in changes:
             if self.nodeclasses.observe(change) and self.controller is not None:
                 self.controller.touched(change.key)
+            released = self.nodeclasses.observe_claim(change)
+            if released is not None and self.controller is not None:
+                self.controller.touched(released)
 
     async def _list_and_watch(self, reason: str) -> None:
         facts = Facts()
@@ -193,7 +199,11 @@ class WatcherService:
             del self.nodeclasses.documents[gone]
             if self.controller is not None:
                 self.controller.touched(gone)
+        self.nodeclasses.claims.clear()  # the list says which NodeClaims are left
         self._observe_classes(snapshot.objects)
+        for name in self.nodeclasses.known():
+            if self.nodeclasses.waiting(name) and self.controller is not None:
+                self.controller.touched(name)  # a claim may have gone while the watch was down
         await self.record([*facts.resync(snapshot), *overlays.resync(snapshot)])
         self.synced = True
         changes: asyncio.Queue[WatchEvent] = asyncio.Queue()

@@ -16,9 +16,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from shared.adapters.aws.cleanup import Cleaned, NodeClassCleanup
 from shared.adapters.aws.session import ClientFactory
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws import nodeclass as core
+from shared.aws.cleanup import profile_path
 from shared.ports.cloud import CloudError
 
 DISCOVERED_TAG = "karpenter.k8s.aws/ec2nodeclass"
@@ -32,6 +34,11 @@ def _filters(filters: Sequence[core.Filter]) -> list[dict[str, Any]]:
 class NodeClassResolver:
     def __init__(self, clients: ClientFactory, *, cluster: str, region: str, k8s_version: str) -> None:
         self.clients, self.cluster, self.region, self.k8s_version = clients, cluster, region, k8s_version
+        self.cleanup = NodeClassCleanup(clients, cluster=cluster, region=region)
+
+    async def clean_up(self, nodeclass: str, uid: str | None = None) -> Cleaned:
+        """A deleted class's launch templates and `spec.role` profile deleted (`NodeClassCleanup`)."""
+        return await self.cleanup.clean_up(nodeclass, uid)
 
     async def resolve(
         self, nodeclass: EC2NodeClass, now: datetime, previous: Sequence[Mapping[str, Any]] = ()
@@ -138,7 +145,7 @@ class NodeClassResolver:
                 }
                 await iam.create_instance_profile(
                     InstanceProfileName=name,
-                    Path=f"/karpenter/{self.region}/{self.cluster}/{uid}/",
+                    Path=profile_path(self.region, self.cluster, uid),
                     Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())],
                 )
                 profile = {"Roles": []}
@@ -165,6 +172,11 @@ class VersionedResolver:
     ) -> None:
         self.clients, self.cluster, self.region, self.version = clients, cluster, region, version
         self.resolver: NodeClassResolver | None = None
+        self.cleanup = NodeClassCleanup(clients, cluster=cluster, region=region)
+
+    async def clean_up(self, nodeclass: str, uid: str | None = None) -> Cleaned:
+        """Needs no Kubernetes version: a class deleted is cleaned up even before any resolves."""
+        return await self.cleanup.clean_up(nodeclass, uid)
 
     async def resolve(
         self, nodeclass: EC2NodeClass, now: datetime, previous: Sequence[Mapping[str, Any]] = ()

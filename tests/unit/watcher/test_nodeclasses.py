@@ -16,8 +16,9 @@ from services.watcher.pool_status import NOT_FOUND, SIM_CLASS, UNKNOWN, conditio
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.nodeclass import Found, FoundImage, FoundSecurityGroup, FoundSubnet, resolve
 from shared.events import contracts as c
+from shared.policy.pool_state import PoolCounters
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, NotFound, WatchEvent
+from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, NODECLAIM, NotFound, WatchEvent
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 SPEC = {
@@ -35,15 +36,24 @@ FOUND = Found(
 
 
 class FakeResolver:
-    """Resolves with the pure core over what the test says EC2 holds (`found`)."""
+    """Resolves with the pure core over what the test says EC2 holds (`found`); a clean-up is
+    recorded (class, uid), and fails while `cleanup_fails` holds an error."""
 
     def __init__(self, found: Found | Exception) -> None:
         self.found = found
+        self.cleaned: list[tuple[str, str | None]] = []
+        self.cleanup_fails: Exception | None = None
 
     async def resolve(self, nodeclass: EC2NodeClass, now: datetime, previous: Any = ()) -> Any:
         if isinstance(self.found, Exception):
             raise self.found
         return resolve(nodeclass, self.found, now, previous)
+
+    async def clean_up(self, nodeclass: str, uid: str | None = None) -> Any:
+        if self.cleanup_fails is not None:
+            raise self.cleanup_fails
+        self.cleaned.append((nodeclass, uid))
+        return ()
 
 
 def _harness(found: Found | Exception, classes: NodeClasses | None = None):
@@ -145,6 +155,92 @@ def test_a_class_the_log_never_held_leaves_no_fact_when_deleted():
     classes.observe(WatchEvent(1, EC2NODECLASS, ADDED, "new", {"spec": SPEC}))
     assert not classes.observe(WatchEvent(2, EC2NODECLASS, DELETED, "new", {}))
     assert classes.gone("new") is None and classes.known() == []
+
+
+def _deleted(classes: NodeClasses, controller: NodeClassController) -> None:
+    """The class resolved (the log holds it), then deleted with its last state (its uid)."""
+    asyncio.run(controller.reconcile("default"))
+    classes.observe(WatchEvent(2, EC2NODECLASS, DELETED, "default", {"metadata": {"name": "default", "uid": "u-1"}}))
+
+
+def _claim(name: str, nodeclass: str = "default", action: str = ADDED) -> WatchEvent:
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass}
+    return WatchEvent(3, NODECLAIM, action, name, {"metadata": {"name": name}, "spec": {"nodeClassRef": ref}})
+
+
+def test_a_deleted_class_nothing_uses_is_cleaned_up_once():
+    controller, classes, _, _ = _harness(FOUND)
+    _deleted(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    asyncio.run(controller.reconcile("default"))  # the periodic pass: done already
+    assert controller.resolver.cleaned == [("default", "u-1")]
+
+
+def test_a_class_is_cleaned_up_only_once_its_nodeclaims_are_gone():
+    """Upstream waits on the NodeClaims naming the class; the last one gone wakes the class."""
+    controller, classes, _, _ = _harness(FOUND)
+    assert classes.observe_claim(_claim("default-a")) is None
+    classes.observe_claim(_claim("other-b", "other"))
+    _deleted(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [] and classes.users("default", {}) == ["default-a"]
+    assert classes.observe_claim(_claim("other-b", "other", DELETED)) is None  # not a class gone
+    assert classes.observe_claim(_claim("default-a", action=DELETED)) == "default"
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [("default", "u-1")]
+
+
+def test_a_pool_on_the_class_with_live_claims_in_the_log_holds_it():
+    """A launch's object is written just after it: the log's live claims of a pool on the class
+    hold it meanwhile; a pool no longer in force, or on another class, does not."""
+    controller, classes, _, _ = _harness(FOUND)
+    counters = {
+        "web": PoolCounters("web", _pool("EC2NodeClass"), nodes=1),
+        "gone": PoolCounters("gone", None, nodes=2),
+        "gpu": PoolCounters("gpu", _pool("EC2NodeClass", "gpu"), nodes=3),
+    }
+
+    async def pools() -> dict[str, PoolCounters]:
+        return counters
+
+    controller.pools = pools
+    _deleted(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [] and classes.users("default", counters) == ["nodepool web"]
+    counters["web"].nodes = 0
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [("default", "u-1")]
+
+
+def test_a_failed_clean_up_is_tried_again_on_the_next_pass(caplog):
+    controller, classes, _, _ = _harness(FOUND)
+    controller.resolver.cleanup_fails = CloudError("deleting launch templates, lt-1: throttled")
+    _deleted(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [] and "deleting launch templates, lt-1" in caplog.text
+    controller.resolver.cleanup_fails = None
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [("default", "u-1")]
+
+
+def test_nothing_is_cleaned_up_before_the_cluster_is_listed():
+    """Before the list every class the log holds looks deleted: deleting then would be a guess."""
+    controller, classes, _, _ = _harness(FOUND)
+    synced = False
+    controller.synced = lambda: synced
+    _deleted(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == []
+    synced = True
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [("default", "u-1")]
+
+
+def test_a_class_made_again_is_not_cleaned_up():
+    controller, classes, _, _ = _harness(FOUND)
+    _deleted(classes, controller)
+    classes.observe(WatchEvent(4, EC2NODECLASS, ADDED, "default", {"metadata": {"name": "default"}, "spec": SPEC}))
+    assert not classes.waiting("default")
 
 
 def _pool(kind: str, name: str = "default") -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""A deleted EC2NodeClass leaves nothing behind in AWS (moto over HTTP): the watcher's nodeclass
+controller, with the real resolver, resolves the example class (its `spec.role` profile made), the
+provider launches with it (its launch template made); once the class is deleted, the templates
+and the profile are gone, while another cluster's template of the same class name and a profile
+the user gave as `spec.instanceProfile` stay.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from services.watcher.nodeclasses import NodeClassController, NodeClasses
+from shared.adapters.aws.launch_templates import LaunchTemplates
+from shared.adapters.aws.provider import AwsProvider
+from shared.adapters.aws.resolver import NodeClassResolver
+from shared.api.ec2nodeclass import EC2NodeClass
+from shared.aws.launch_template import launch_config
+from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, WatchEvent
+from tests.aws import REGION, moto_clients, moto_reset, moto_url
+from tests.aws_launch import FixtureCatalog
+from tests.aws_launch import NodeClasses as LaunchClasses
+from tests.integration.test_aws_nodeclass import K8S, NOW, Published, _example, _seed
+
+__all__ = ["moto_reset", "moto_url"]
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+CLUSTER = "my-cluster"
+
+
+def _controller(clients: Any) -> tuple[NodeClassController, NodeClasses, dict[str, dict[str, Any]]]:
+    classes = NodeClasses()
+    statuses: dict[str, dict[str, Any]] = {}
+
+    async def patch(name: str, status: dict[str, Any]) -> None:
+        statuses[name] = status
+
+    async def record(facts: Any) -> None:
+        return None
+
+    resolver = NodeClassResolver(clients, cluster=CLUSTER, region=REGION, k8s_version=K8S)
+    return NodeClassController(resolver, classes, patch, record, lambda: NOW), classes, statuses
+
+
+async def _resolved(controller: NodeClassController, classes: NodeClasses, document: dict[str, Any]) -> None:
+    name = document["metadata"]["name"]
+    classes.observe(WatchEvent(1, EC2NODECLASS, ADDED, name, document))
+    await controller.reconcile(name)
+
+
+async def _templates(clients: Any, cluster: str, nodeclass: str) -> list[str]:
+    async with clients("ec2") as ec2:
+        answer = await ec2.describe_launch_templates(
+            Filters=[
+                {"Name": "tag:eks:eks-cluster-name", "Values": [cluster]},
+                {"Name": "tag:karpenter.k8s.aws/ec2nodeclass", "Values": [nodeclass]},
+            ]
+        )
+    return [t["LaunchTemplateName"] for t in answer["LaunchTemplates"]]
+
+
+async def _profile(clients: Any, name: str) -> dict[str, Any] | None:
+    async with clients("iam") as iam:
+        try:
+            return (await iam.get_instance_profile(InstanceProfileName=name))["InstanceProfile"]
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "NoSuchEntity"
+            return None
+
+
+async def test_a_deleted_class_leaves_no_template_nor_profile(moto_url, moto_reset):
+    clients = Published(moto_clients(moto_url), {})
+    await _seed(clients)
+    controller, classes, statuses = _controller(clients)
+    document = _example().model_dump(by_alias=True, exclude_none=True)
+    await _resolved(controller, classes, document)
+    launched = EC2NodeClass.model_validate({**document, "status": statuses["default"]})
+    profile = launched.status.instance_profile if launched.status else None
+    assert profile and await _profile(clients, profile) is not None
+
+    provider = AwsProvider(clients, FixtureCatalog(), LaunchClasses(launched), CLUSTER, lambda: NOW)
+    try:
+        await provider.create(
+            {
+                "nodeclaim": "default-a1",
+                "nodepool": "default",
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                "requests": {"cpu": "500m", "memory": "512Mi"},
+                "labels": {"karpenter.sh/nodepool": "default"},
+                "taints": [],
+                "startupTaints": [],
+            }
+        )
+    finally:
+        await provider.close()
+    ami = launched.status.amis[0].id if launched.status and launched.status.amis else ""
+    other = await LaunchTemplates(clients).ensure(launch_config(launched, "other-cluster", ami))
+    ours = await _templates(clients, CLUSTER, "default")
+    assert ours and other not in ours
+
+    classes.observe(WatchEvent(2, EC2NODECLASS, DELETED, "default", document))
+    await controller.reconcile("default")
+
+    assert await _templates(clients, CLUSTER, "default") == []
+    assert await _profile(clients, profile) is None
+    assert await _templates(clients, "other-cluster", "default") == [other]  # another cluster's
+    async with clients("iam") as iam:  # the role is the user's: only taken out of the profile
+        await iam.get_role(RoleName="KarpenterNodeRole-my-cluster")
+    again = await NodeClassResolver(clients, cluster=CLUSTER, region=REGION, k8s_version=K8S).clean_up("default")
+    assert (again.profiles, again.templates) == ((), ())  # nothing left: a second pass deletes nothing
+
+
+async def test_a_retry_after_a_partial_failure_finishes_the_job(moto_url, moto_reset):
+    """A pass that took the role out and then failed: the next deletes the empty profile."""
+    clients = Published(moto_clients(moto_url), {})
+    await _seed(clients)
+    controller, classes, statuses = _controller(clients)
+    document = _example().model_dump(by_alias=True, exclude_none=True)
+    await _resolved(controller, classes, document)
+    profile = statuses["default"]["instanceProfile"]
+    async with clients("iam") as iam:
+        await iam.remove_role_from_instance_profile(
+            InstanceProfileName=profile, RoleName="KarpenterNodeRole-my-cluster"
+        )
+    classes.observe(WatchEvent(2, EC2NODECLASS, DELETED, "default", {}))  # its uid not known: by path and tags
+    await controller.reconcile("default")
+    assert await _profile(clients, profile) is None
+    assert classes.cleaned == {"default"}
+
+
+async def test_a_profile_the_user_gave_is_kept(moto_url, moto_reset):
+    clients = Published(moto_clients(moto_url), {})
+    await _seed(clients)
+    async with clients("iam") as iam:
+        await iam.create_instance_profile(InstanceProfileName="UserProfile")
+        await iam.add_role_to_instance_profile(
+            InstanceProfileName="UserProfile", RoleName="KarpenterNodeRole-my-cluster"
+        )
+    controller, classes, statuses = _controller(clients)
+    document = _example().model_dump(by_alias=True, exclude_none=True)
+    del document["spec"]["role"]
+    document["spec"]["instanceProfile"] = "UserProfile"
+    await _resolved(controller, classes, document)
+    given = EC2NodeClass.model_validate({**document, "status": statuses["default"]})
+    assert given.status is not None and given.status.instance_profile == "UserProfile" and given.status.amis
+    await LaunchTemplates(clients).ensure(launch_config(given, CLUSTER, given.status.amis[0].id))
+    assert await _templates(clients, CLUSTER, "default")
+
+    classes.observe(WatchEvent(2, EC2NODECLASS, DELETED, "default", document))
+    await controller.reconcile("default")
+
+    assert await _templates(clients, CLUSTER, "default") == []
+    kept = await _profile(clients, "UserProfile")
+    assert kept is not None and [r["RoleName"] for r in kept["Roles"]] == ["KarpenterNodeRole-my-cluster"]
