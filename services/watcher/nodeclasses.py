@@ -211,6 +211,9 @@ class NodeClassController:
         (the API admits only valid ones)."""
         document = self.classes.documents.get(name)
         if document is None:
+            if not self.synced():  # before the cluster's list every class looks deleted
+                self.pending.add(name)  # looked at again once the list is in (the watcher wakes it)
+                return
             await self._gone(name)
             return
         try:

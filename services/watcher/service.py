@@ -206,6 +206,8 @@ class WatcherService:
                 self.controller.touched(name)  # a claim may have gone while the watch was down
         await self.record([*facts.resync(snapshot), *overlays.resync(snapshot)])
         self.synced = True
+        if self.controller is not None and self.controller.pending:
+            self.controller.wake.set()  # the classes set aside until the list was in
         changes: asyncio.Queue[WatchEvent] = asyncio.Queue()
 
         async def pump() -> None:

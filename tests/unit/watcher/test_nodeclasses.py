@@ -236,6 +236,21 @@ def test_nothing_is_cleaned_up_before_the_cluster_is_listed():
     assert controller.resolver.cleaned == [("default", "u-1")]
 
 
+def test_before_the_list_a_class_the_log_holds_is_not_recorded_gone_but_looked_at_again():
+    """A restarted watcher knows the log's classes before the cluster's list: one absent from its
+    documents then is not known to be deleted, so nothing is recorded and it stays pending."""
+    controller, classes, _, recorded = _harness(FOUND)
+    asyncio.run(controller.reconcile("default"))
+    restarted = NodeClasses(recorded=dict(classes.recorded), changes=dict(classes.changes))
+    synced = False
+    controller.classes, controller.synced = restarted, lambda: synced
+    asyncio.run(controller.reconcile("default"))
+    assert [e.reason for e in recorded] == ["Ready"] and controller.pending == {"default"}
+    synced = True
+    asyncio.run(controller.reconcile("default"))  # listed, and truly gone
+    assert [e.reason for e in recorded] == ["Ready", "NodeClassNotFound"]
+
+
 def test_a_class_made_again_is_not_cleaned_up():
     controller, classes, _, _ = _harness(FOUND)
     _deleted(classes, controller)
