@@ -19,7 +19,7 @@ NodePool's.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -383,28 +383,8 @@ def validate_scenario(
             continue
         for doc in docs:
             pools.extend(_nodepool(doc.body, f"spec.nodePoolFiles[{i}]({name})", errors, static_capacity))
-    classes: list[EC2NodeClass] = []
-    for i, raw in enumerate(spec.node_classes):
-        result = validate_nodeclass(raw)
-        path = f"spec.nodeClasses[{i}]"
-        errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in result.errors)
-        if result.nodeclass is not None:
-            if any(c.name == result.nodeclass.name for c in classes):
-                errors.append(
-                    FieldError(path, f"Duplicate value: EC2NodeClass {result.nodeclass.name!r} is defined twice")
-                )
-            classes.append(result.nodeclass)
-    overlays: list[NodeOverlay] = []
-    for i, raw in enumerate(spec.node_overlays):
-        checked = validate_overlay(raw)
-        path = f"spec.nodeOverlays[{i}]"
-        errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in checked.errors)
-        if checked.overlay is not None:
-            if any(o.name == checked.overlay.name for o in overlays):
-                errors.append(
-                    FieldError(path, f"Duplicate value: NodeOverlay {checked.overlay.name!r} is defined twice")
-                )
-            overlays.append(checked.overlay)
+    classes: list[EC2NodeClass] = _objects(spec.node_classes, "spec.nodeClasses", "EC2NodeClass", errors, _nodeclass)
+    overlays: list[NodeOverlay] = _objects(spec.node_overlays, "spec.nodeOverlays", "NodeOverlay", errors, _overlay)
     known_pools = set()
     for pool in pools:
         if pool.name in known_pools:
@@ -478,6 +458,37 @@ def validate_scenario(
     if errors:
         return None, errors
     return Scenario(parsed, tuple(pools), timeline_pools, tuple(classes), tuple(overlays)), []
+
+
+def _nodeclass(raw: Any) -> tuple[EC2NodeClass | None, Sequence[FieldError]]:
+    result = validate_nodeclass(raw)
+    return result.nodeclass, result.errors
+
+
+def _overlay(raw: Any) -> tuple[NodeOverlay | None, Sequence[FieldError]]:
+    result = validate_overlay(raw)
+    return result.overlay, result.errors
+
+
+def _objects(
+    raws: Sequence[Any],
+    field_: str,
+    kind: str,
+    errors: list[FieldError],
+    validate: Callable[[Any], tuple[Any, Sequence[FieldError]]],
+) -> list[Any]:
+    """The valid objects of a list of one kind, each named once; every error with its path."""
+    out: list[Any] = []
+    for i, raw in enumerate(raws):
+        found, refused = validate(raw)
+        path = f"{field_}[{i}]"
+        errors.extend(FieldError(f"{path}.{e.path}" if e.path else path, e.message) for e in refused)
+        if found is None:
+            continue
+        if any(o.name == found.name for o in out):
+            errors.append(FieldError(path, f"Duplicate value: {kind} {found.name!r} is defined twice"))
+        out.append(found)
+    return out
 
 
 def _nodepool(raw: Any, path: str, errors: list[FieldError], static_capacity: bool | None) -> list[NodePool]:
