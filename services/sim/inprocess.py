@@ -161,15 +161,20 @@ class InProcessCluster:
                 node.finalizers = kept
                 cluster.update_node(node, helps=False)
             return
-        if kind != NODECLAIM:
-            raise ValueError(f"kind: {kind!r} takes no finalizer through the Cluster port (Node or NodeClaim)")
-        document = cluster.nodeclaims.get(name)
+        if kind not in (NODECLAIM, EC2NODECLASS):
+            raise ValueError(
+                f"kind: {kind!r} takes no finalizer through the Cluster port (Node, NodeClaim or EC2NodeClass)"
+            )
+        document = cluster.custom(kind).get(name)
         if document is None:
-            raise NotFound(f"nodeclaims.karpenter.sh {name!r} not found")
+            group = "karpenter.k8s.aws" if kind == EC2NODECLASS else "karpenter.sh"
+            raise NotFound(f"{kind.lower()}s.{group} {name!r} not found")
         have = list(document["metadata"].get("finalizers") or [])
         kept = change(have)
+        if len(kept) > len(have) and document["metadata"].get("deletionTimestamp"):
+            return  # the API takes no new finalizer on an object being deleted
         if kept != have:
-            cluster.update_custom(NODECLAIM, {**document, "metadata": {**document["metadata"], "finalizers": kept}})
+            cluster.update_custom(kind, {**document, "metadata": {**document["metadata"], "finalizers": kept}})
 
     # --- Events ------------------------------------------------------------------------------
 

@@ -7,11 +7,13 @@ The resolving is the `Resolver`'s (`shared.adapters.aws.resolver.NodeClassResolv
 the pure core's (`shared.aws.nodeclass`). What was last recorded per class is rebuilt from the
 log, so a restarted watcher records only a change.
 
-A class deleted has what it made in AWS (its launch templates, the instance profile of its
-`spec.role`) deleted once no NodeClaim uses it, as upstream's termination does behind its
-finalizer; the deletion itself is not held here (the watcher may not write EC2NodeClasses), so
-the wait is the watcher's: the NodeClaim objects naming the class, and the log's live claims of
-the pools on it (a launch's object is written just after it).
+Each class resolved gets upstream's finalizer (`karpenter.k8s.aws/termination`), so deleting
+it leaves it terminating: recorded not ready (`NodeClassTerminating`, its pools launch nothing),
+held while NodeClaims use it (the NodeClaim objects naming it, and the log's live claims of the
+pools on it: a launch's object is written just after it), then what it made in AWS (its launch
+templates, the instance profile of its `spec.role`) deleted and the finalizer removed, so the
+API lets it go. A class deleted without the finalizer (made before it, or while no watcher ran)
+is gone at once and gets the same clean-up, recorded `NodeClassNotFound`.
 """
 
 from __future__ import annotations
@@ -48,8 +50,21 @@ class Resolver(Protocol):
         ...
 
 
+class Finalizers(Protocol):
+    """The Cluster port's finalizer writes (`shared.ports.cluster.Cluster` is one)."""
+
+    async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None: ...
+
+    async def remove_finalizer(self, kind: str, name: str, finalizer: str) -> None: ...
+
+
 Readiness = tuple[bool, str, str]
 """(ready, reason, message) of a class, as last recorded."""
+
+TERMINATION_FINALIZER = "karpenter.k8s.aws/termination"
+"""Upstream's finalizer on an EC2NodeClass: its deletion waits for the clean-up."""
+TERMINATING: Readiness = (False, "NodeClassTerminating", "NodeClass is Terminating")
+"""What upstream's NodePool readiness says of a pool whose class is being deleted."""
 
 
 def recorded_key(e: c.NodeClassStatusChanged) -> tuple[Any, ...]:
@@ -78,15 +93,20 @@ class NodeClasses:
         if change.kind != EC2NODECLASS:
             return False
         uid = (change.object.get("metadata") or {}).get("uid")
-        if uid:
+        if uid and not (change.action == DELETED and change.key in self.cleaned):
             self.uids[change.key] = str(uid)
         if change.action == DELETED:
             self.documents.pop(change.key, None)
             return change.key in self.recorded  # the log must learn it is gone
-        self.cleaned.discard(change.key)  # made again: what it makes is its own again
         old = self.documents.get(change.key)
+        if old is None or (old.get("metadata") or {}).get("uid") != uid:
+            self.cleaned.discard(change.key)  # made again: what it makes is its own again
         self.documents[change.key] = change.object
-        return old is None or old.get("spec") != change.object.get("spec")
+        return (
+            old is None
+            or old.get("spec") != change.object.get("spec")
+            or _deleting(old) != _deleting(change.object)  # its deletion asked for: hold it
+        )
 
     def observe_claim(self, change: WatchEvent) -> str | None:
         """Keep which class each NodeClaim object names; a claim gone names the deleted class that
@@ -102,8 +122,26 @@ class NodeClasses:
         return None
 
     def waiting(self, name: str) -> bool:
-        """A class the log holds, gone from the cluster, whose AWS resources are not cleaned yet."""
-        return name in self.recorded and name not in self.documents and name not in self.cleaned
+        """A class whose AWS resources are to be cleaned once nothing uses it: one the log holds,
+        gone from the cluster, or one terminating that the finalizer holds; not cleaned yet."""
+        if name in self.cleaned:
+            return False
+        document = self.documents.get(name)
+        return name in self.recorded if document is None else self.held(name)
+
+    def terminating(self, name: str) -> bool:
+        """In the cluster with its deletion asked for (a deletionTimestamp)."""
+        document = self.documents.get(name)
+        return document is not None and _deleting(document)
+
+    def held(self, name: str) -> bool:
+        """Terminating, and kept by the finalizer until the clean-up removes it."""
+        document = self.documents.get(name)
+        return document is not None and _deleting(document) and TERMINATION_FINALIZER in _finalizers(document)
+
+    def finalized(self, name: str) -> bool:
+        """Whether the class carries the finalizer already (so none need be added)."""
+        return TERMINATION_FINALIZER in _finalizers(self.documents.get(name) or {})
 
     def users(self, name: str, pools: Mapping[str, PoolCounters]) -> list[str]:
         """What still uses the class, so its resources must stay: each NodeClaim object naming it,
@@ -147,6 +185,12 @@ class NodeClasses:
         _, reason, message = NOT_FOUND
         return self._changed(c.NodeClassStatusChanged(nodeclass=name, ready=False, reason=reason, message=message))
 
+    def terminating_fact(self, name: str) -> Fact | None:
+        """The fact that the class is being deleted (its pools turn NodeClassTerminating, as
+        upstream's readiness says), unless the log already says so."""
+        ready, reason, message = TERMINATING
+        return self._changed(c.NodeClassStatusChanged(nodeclass=name, ready=ready, reason=reason, message=message))
+
     def known(self) -> list[str]:
         """Every class in the cluster or in the log: what a periodic pass looks at."""
         return sorted(self.documents.keys() | self.recorded.keys())
@@ -156,6 +200,14 @@ class NodeClasses:
         if self.recorded.get(name) == recorded_key(event):
             return None
         return Fact(event, fact_id(event.TYPE, name, self.changes.get(name, 0)))
+
+
+def _deleting(document: Mapping[str, Any]) -> bool:
+    return bool((document.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _finalizers(document: Mapping[str, Any]) -> list[str]:
+    return [str(f) for f in (document.get("metadata") or {}).get("finalizers") or []]
 
 
 def _class_of(nodepool: Mapping[str, Any]) -> str | None:
@@ -176,10 +228,14 @@ class NodeClassController:
         record: Callable[[Sequence[Fact]], Awaitable[None]],
         now: Callable[[], datetime],
         retried: tuple[type[BaseException], ...] = (),
+        *,
+        finalizers: Finalizers,
     ) -> None:
         """`retried`: the failures (besides the cloud's and the API's) that leave a class for the
-        next period rather than end the controller: the store refusing, say."""
+        next period rather than end the controller: the store refusing, say. `finalizers`: the
+        cluster's, which hold a class's deletion until its clean-up."""
         self.resolver, self.classes, self.patch, self.record, self.now = resolver, classes, patch, record, now
+        self.finalizers = finalizers
         self.retried = (CloudError, ClusterError, *retried)
         self.wake = asyncio.Event()
         self.pending: set[str] = set()
@@ -216,6 +272,9 @@ class NodeClassController:
                 return
             await self._gone(name)
             return
+        if self.classes.terminating(name):
+            await self._terminating(name)
+            return
         try:
             nodeclass = EC2NodeClass.model_validate(document)
         except ValidationError as exc:
@@ -223,6 +282,8 @@ class NodeClassController:
             return
         previous = (document.get("status") or {}).get("conditions") or []
         try:
+            if not self.classes.finalized(name):  # upstream adds it before resolving
+                await self.finalizers.add_finalizer(EC2NODECLASS, name, TERMINATION_FINALIZER)
             resolution = await self.resolver.resolve(nodeclass, self.now(), previous)
             await self.patch(name, resolution.status)
             await self._recorded(name, self.classes.fact(name, resolution))
@@ -239,28 +300,49 @@ class NodeClassController:
         except self.retried as exc:
             log.warning("EC2NodeClass %s: its deletion not recorded (%r); trying again later", name, exc)
             return
-        await self._clean_up(name)
+        if self.classes.waiting(name):
+            await self._clean_up(name)
 
-    async def _clean_up(self, name: str) -> None:
+    async def _terminating(self, name: str) -> None:
+        """A class whose deletion was asked for: recorded not ready at once (its pools launch
+        nothing), as upstream's pools turn NodeClassTerminating; held by the finalizer, it is
+        cleaned up once nothing uses it, then let go. Without the finalizer (another's holds
+        it) the clean-up waits for it to be gone, as a class deleted before the finalizer."""
+        try:
+            await self._recorded(name, self.classes.terminating_fact(name))
+        except self.retried as exc:
+            log.warning("EC2NodeClass %s: its deletion not recorded (%r); trying again later", name, exc)
+            return
+        if not self.classes.held(name) or not await self._clean_up(name):
+            return
+        try:
+            await self.finalizers.remove_finalizer(EC2NODECLASS, name, TERMINATION_FINALIZER)
+        except self.retried as exc:
+            log.error("EC2NodeClass %s: removing termination finalizer, %s; trying again later", name, exc)
+
+    async def _clean_up(self, name: str) -> bool:
         """Upstream's termination: while NodeClaims use the class it waits (said each pass, as
         upstream's event repeats); then the instance profile its role made and its launch
         templates are deleted. A failure is logged in upstream's words and tried again on the
-        next pass (a NodeClaim gone, or the period)."""
-        if not self.classes.waiting(name) or not self.synced():
-            return  # not synced: the next pass, once the list is in, looks again
+        next pass (a NodeClaim gone, or the period). Whether the resources are gone now."""
+        if name in self.classes.cleaned:
+            return True  # a finalizer's removal that failed is what is left
+        if not self.synced():
+            return False  # the next pass, once the list is in, looks again
         try:
             users = self.classes.users(name, await self.pools() if self.pools is not None else {})
             if users:
                 shown = ", ".join(users[:5]) + (f" and {len(users) - 5} other(s)" if len(users) > 5 else "")
                 log.info("EC2NodeClass %s: Waiting on NodeClaim termination for %s", name, shown)
-                return
+                return False
             cleaned = await self.resolver.clean_up(name, self.classes.uids.get(name))
         except self.retried as exc:
             log.error("EC2NodeClass %s: %s; trying again later", name, exc)
-            return
+            return False
         log.debug("EC2NodeClass %s deleted: its AWS resources are gone (%s)", name, cleaned)
         self.classes.cleaned.add(name)
         self.classes.uids.pop(name, None)
+        return True
 
     async def _recorded(self, name: str, fact: Fact | None) -> None:
         """Record a changed fact; the pools on the class then write their conditions again."""

@@ -153,7 +153,8 @@ class Cluster(Protocol):
         ...
 
     async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:
-        """On a Node or a NodeClaim, under optimistic locking (a conflict is read again)."""
+        """On a Node, a NodeClaim or an EC2NodeClass, under optimistic locking (a conflict is
+        read again); not on one being deleted, as the API takes no new finalizer there."""
         ...
 
     async def remove_finalizer(self, kind: str, name: str, finalizer: str) -> None:

@@ -2,27 +2,34 @@
 controller, with the real resolver, resolves the example class (its `spec.role` profile made), the
 provider launches with it (its launch template made); once the class is deleted, the templates
 and the profile are gone, while another cluster's template of the same class name and a profile
-the user gave as `spec.instanceProfile` stay.
+the user gave as `spec.instanceProfile` stay. Through the sim's API, as the watcher's
+ServiceAccount, the finalizer holds the class's deletion until no NodeClaim uses it.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from services.watcher.nodeclasses import NodeClassController, NodeClasses
+from services.sim.api.rbac import User
+from services.watcher.nodeclasses import TERMINATION_FINALIZER, Finalizers, NodeClassController, NodeClasses
 from shared.adapters.aws.launch_templates import LaunchTemplates
 from shared.adapters.aws.provider import AwsProvider
 from shared.adapters.aws.resolver import NodeClassResolver
+from shared.adapters.kube.cluster import NODECLAIMS, NODECLASSES
+from shared.adapters.kube.rbac import rules_for
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.launch_template import launch_config
-from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, WatchEvent
+from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, NODECLAIM, WatchEvent
 from tests.aws import REGION, moto_clients, moto_reset, moto_url
 from tests.aws_launch import FixtureCatalog
 from tests.aws_launch import NodeClasses as LaunchClasses
+from tests.cluster_contract import new_world
 from tests.integration.test_aws_nodeclass import K8S, NOW, Published, _example, _seed
+from tests.integration.test_cluster_contract import connect, served_world
 
 __all__ = ["moto_reset", "moto_url"]
 
@@ -31,7 +38,23 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 CLUSTER = "my-cluster"
 
 
-def _controller(clients: Any) -> tuple[NodeClassController, NodeClasses, dict[str, dict[str, Any]]]:
+class Unheld:
+    """Finalizer writes for the cases that delete a class no finalizer held (made before it):
+    recorded, nothing more."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+
+    async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        self.calls.append((kind, name, finalizer))
+
+    async def remove_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        self.calls.append((kind, name, finalizer))
+
+
+def _controller(
+    clients: Any, finalizers: Finalizers | None = None
+) -> tuple[NodeClassController, NodeClasses, dict[str, dict[str, Any]]]:
     classes = NodeClasses()
     statuses: dict[str, dict[str, Any]] = {}
 
@@ -42,7 +65,8 @@ def _controller(clients: Any) -> tuple[NodeClassController, NodeClasses, dict[st
         return None
 
     resolver = NodeClassResolver(clients, cluster=CLUSTER, region=REGION, k8s_version=K8S)
-    return NodeClassController(resolver, classes, patch, record, lambda: NOW), classes, statuses
+    controller = NodeClassController(resolver, classes, patch, record, lambda: NOW, finalizers=finalizers or Unheld())
+    return controller, classes, statuses
 
 
 async def _resolved(controller: NodeClassController, classes: NodeClasses, document: dict[str, Any]) -> None:
@@ -156,3 +180,61 @@ async def test_a_profile_the_user_gave_is_kept(moto_url, moto_reset):
     assert await _templates(clients, CLUSTER, "default") == []
     kept = await _profile(clients, "UserProfile")
     assert kept is not None and [r["RoleName"] for r in kept["Roles"]] == ["KarpenterNodeRole-my-cluster"]
+
+
+async def test_a_deleted_class_stays_terminating_until_its_nodeclaims_are_gone(
+    moto_url: str, moto_reset: None, tmp_path: Path
+) -> None:
+    """`kubectl delete ec2nodeclass default` while a NodeClaim names it: the class stays,
+    terminating, with its profile and launch template; the claim gone, they are deleted, the
+    finalizer removed, and the API lets the class go. The watcher writes as its ServiceAccount's
+    rules allow (`rules_for("watcher")`), so a request beyond them would be refused here."""
+    clients = Published(moto_clients(moto_url), {})
+    await _seed(clients)
+    world = new_world()
+    document = _example().model_dump(by_alias=True, exclude_none=True)
+    del document["metadata"]["uid"]  # the API's own
+    world.cluster.create_custom(EC2NODECLASS, document, world.now)
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": NODECLAIM, "metadata": {"name": "default-a1"}}
+    world.cluster.create_custom(NODECLAIM, {**claim, "spec": {"nodeClassRef": ref}}, world.now)
+    users = [User(name="watcher", token="t-w", rules=rules_for("watcher")), User(name="admin", token="t-a")]
+    server, _ = await served_world(world, users)  # type: ignore[arg-type]
+    watcher = await connect(server, tmp_path, "watcher", "t-w")
+    admin = await connect(server, tmp_path, "admin", "t-a")  # what kubectl is
+    try:
+        controller, classes, statuses = _controller(clients, watcher)
+
+        async def listed() -> None:
+            for change in (await watcher.snapshot()).objects:
+                classes.observe(change)
+                classes.observe_claim(change)
+
+        await listed()
+        await controller.reconcile("default")
+        assert world.cluster.ec2nodeclasses["default"]["metadata"]["finalizers"] == [TERMINATION_FINALIZER]
+        resolved = EC2NodeClass.model_validate(
+            {**world.cluster.ec2nodeclasses["default"], "status": statuses["default"]}
+        )
+        profile = statuses["default"]["instanceProfile"]
+        assert resolved.status is not None and resolved.status.amis and await _profile(clients, profile)
+        await LaunchTemplates(clients).ensure(launch_config(resolved, CLUSTER, resolved.status.amis[0].id))
+
+        await admin.api.call("DELETE", f"{NODECLASSES}/default")
+        await listed()
+        await controller.reconcile("default")
+        held = world.cluster.ec2nodeclasses["default"]["metadata"]
+        assert held["deletionTimestamp"] and held["finalizers"] == [TERMINATION_FINALIZER]
+        assert await _templates(clients, CLUSTER, "default") and await _profile(clients, profile) is not None
+        assert classes.readiness("default") == (False, "NodeClassTerminating", "NodeClass is Terminating")
+
+        await admin.api.call("DELETE", f"{NODECLAIMS}/default-a1")
+        assert classes.observe_claim(WatchEvent(0, NODECLAIM, DELETED, "default-a1", {})) == "default"
+        await controller.reconcile("default")
+        assert "default" not in world.cluster.ec2nodeclasses
+        assert await _templates(clients, CLUSTER, "default") == []
+        assert await _profile(clients, profile) is None
+    finally:
+        await watcher.close()
+        await admin.close()
+        await server.stop()

@@ -17,11 +17,12 @@ from services.sim.api.request import Request
 from services.sim.api.server import ApiOptions, ApiServer
 from services.sim.inprocess import InProcessCluster
 from services.sim.world import World
+from services.watcher.nodeclasses import TERMINATION_FINALIZER as NODECLASS_FINALIZER
 from shared.adapters.kube import KubeCluster, informer, kubeconfig_document, write_kubeconfig
 from shared.adapters.kube.rbac import METHOD_RULES, SERVICE_CALLS, rules_for
 from shared.api.core import Taint, TaintEffect
 from shared.api.labels import TERMINATION_FINALIZER
-from shared.ports.cluster import NODE, NODECLAIM, ClusterError, KubeEvent
+from shared.ports.cluster import EC2NODECLASS, NODE, NODECLAIM, ClusterError, KubeEvent
 from shared.runtime import tls
 from tests.cluster_contract import CASES, Harness, new_world
 
@@ -105,6 +106,32 @@ async def test_the_in_process_double_keeps_the_contract(double: Harness, name: s
     await CASES[name](double)
 
 
+async def _a_nodeclass_finalizer_holds_its_deletion(h: Harness) -> None:
+    """Upstream's `karpenter.k8s.aws/termination` on an EC2NodeClass: a delete marks it, no new
+    finalizer is taken then, and removing the last one lets it go."""
+    h.world.cluster.create_custom(EC2NODECLASS, {**NODECLASS, "metadata": {"name": "default"}}, h.world.now)
+    await h.changed()
+    await h.cluster.add_finalizer(EC2NODECLASS, "default", NODECLASS_FINALIZER)
+    await h.cluster.add_finalizer(EC2NODECLASS, "default", NODECLASS_FINALIZER)  # once is enough
+    assert h.world.cluster.ec2nodeclasses["default"]["metadata"]["finalizers"] == [NODECLASS_FINALIZER]
+    h.world.cluster.delete_custom(EC2NODECLASS, "default", h.world.now)  # kubectl delete
+    await h.changed()
+    await h.cluster.add_finalizer(EC2NODECLASS, "default", "example.com/f")  # refused while deleting: left
+    marked = h.world.cluster.ec2nodeclasses["default"]["metadata"]
+    assert marked["deletionTimestamp"] and marked["finalizers"] == [NODECLASS_FINALIZER]
+    await h.cluster.remove_finalizer(EC2NODECLASS, "default", NODECLASS_FINALIZER)
+    assert "default" not in h.world.cluster.ec2nodeclasses
+    await h.cluster.remove_finalizer(EC2NODECLASS, "default", NODECLASS_FINALIZER)  # gone: done
+
+
+async def test_kubecluster_holds_a_nodeclass_with_its_finalizer(kube: Harness) -> None:
+    await _a_nodeclass_finalizer_holds_its_deletion(kube)
+
+
+async def test_the_in_process_double_holds_a_nodeclass_with_its_finalizer(double: Harness) -> None:
+    await _a_nodeclass_finalizer_holds_its_deletion(double)
+
+
 # --- RBAC: what each method asks of the API, and what a service may ask ----------------------------
 
 CLAIM = {"metadata": {"name": "general-x", "finalizers": [TERMINATION_FINALIZER]}, "spec": {}}
@@ -150,8 +177,8 @@ CALLS: dict[str, Callable[[KubeCluster, World], Awaitable[object]]] = {
     "create_nodeclaim": lambda c, w: c.create_nodeclaim({**CLAIM, "metadata": {"name": "general-y"}}),
     "patch_nodeclaim_status": lambda c, w: c.patch_nodeclaim_status("general-x", {"nodeName": "n-1"}),
     "delete_nodeclaim": lambda c, w: c.delete_nodeclaim("general-x"),
-    "add_finalizer": lambda c, w: _both(c.add_finalizer, "example.com/f"),
-    "remove_finalizer": lambda c, w: _both(c.remove_finalizer, TERMINATION_FINALIZER),
+    "add_finalizer": lambda c, w: _every(c.add_finalizer, "example.com/f"),
+    "remove_finalizer": lambda c, w: _every(c.remove_finalizer, TERMINATION_FINALIZER),
 }
 
 
@@ -164,7 +191,7 @@ OVERLAY = {
 NODECLASS = {
     "apiVersion": "karpenter.k8s.aws/v1",
     "kind": "EC2NodeClass",
-    "metadata": {"name": "default"},
+    "metadata": {"name": "default", "finalizers": [TERMINATION_FINALIZER]},
     "spec": {
         "role": "NodeRole",
         "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -184,9 +211,11 @@ async def _twice(record: Callable[[KubeEvent], Awaitable[None]], event: KubeEven
     await record(event)  # the repeat: a PATCH of its count
 
 
-async def _both(change: Callable[[str, str, str], Awaitable[None]], finalizer: str) -> None:
+async def _every(change: Callable[[str, str, str], Awaitable[None]], finalizer: str) -> None:
+    """On each kind that takes a finalizer through the port: a Node, a NodeClaim, an EC2NodeClass."""
     await change(NODE, "n-1", finalizer)
     await change(NODECLAIM, "general-x", finalizer)
+    await change(EC2NODECLASS, "default", finalizer)
 
 
 def _expected(method: str) -> set[tuple[str, str, str]]:

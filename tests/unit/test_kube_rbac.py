@@ -14,6 +14,11 @@ CASES = [
     ("watcher", "karpenter.sh", "nodepools/status", "patch", True),
     ("watcher", "", "pods/eviction", "create", False),
     ("watcher", "karpenter.sh", "nodeclaims", "create", False),
+    ("watcher", "karpenter.k8s.aws", "ec2nodeclasses", "get", True),  # its finalizer: a get, then a patch
+    ("watcher", "karpenter.k8s.aws", "ec2nodeclasses", "patch", True),
+    ("watcher", "karpenter.k8s.aws", "ec2nodeclasses", "delete", False),
+    ("watcher", "", "nodes", "patch", False),  # finalizers on EC2NodeClasses only
+    ("watcher", "karpenter.sh", "nodeclaims", "patch", False),
     ("scheduler", "karpenter.sh", "nodeclaims", "create", True),
     ("scheduler", "", "nodes", "patch", True),
     ("scheduler", "", "nodes", "delete", False),
@@ -26,6 +31,8 @@ CASES = [
     ("termination", "karpenter.sh", "nodeclaims", "delete", True),
     ("termination", "", "pods", "create", False),
     ("termination", "policy", "poddisruptionbudgets", "list", False),
+    ("termination", "karpenter.k8s.aws", "ec2nodeclasses", "patch", False),  # Node and NodeClaim finalizers only
+    ("scheduler", "karpenter.k8s.aws", "ec2nodeclasses", "patch", False),
 ]
 
 

@@ -46,7 +46,7 @@ LOCKED_ATTEMPTS = 16
 CONFLICT_BACKOFF = 0.01
 """Seconds, times the attempt and a random fraction, before reading again after a 409: writers
 that collided spread out, as client-go's RetryOnConflict jitters its steps."""
-FINALIZED = {NODE: NODES, NODECLAIM: NODECLAIMS}
+FINALIZED = {NODE: NODES, NODECLAIM: NODECLAIMS, EC2NODECLASS: NODECLASSES}
 
 Change = Callable[[dict[str, Any]], dict[str, Any] | None]
 """From the object as read, the merge patch to write (without resourceVersion), or None: nothing to do."""
@@ -289,7 +289,9 @@ def _namespaced(key: str) -> tuple[str, str]:
 
 def _finalized(kind: str) -> str:
     if kind not in FINALIZED:
-        raise ValueError(f"kind: {kind!r} takes no finalizer through the Cluster port (Node or NodeClaim)")
+        raise ValueError(
+            f"kind: {kind!r} takes no finalizer through the Cluster port (Node, NodeClaim or EC2NodeClass)"
+        )
     return FINALIZED[kind]
 
 

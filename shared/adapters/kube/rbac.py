@@ -27,6 +27,13 @@ _INFORMED: tuple[tuple[str, str], ...] = (
 )
 _LOCKED_NODE: tuple[Rule, ...] = ((CORE, "nodes", ("get", "patch")),)
 """Read, change, write with metadata.resourceVersion: a get, then a patch."""
+FINALIZED: dict[str, Rule] = {
+    "Node": (CORE, "nodes", ("get", "patch")),
+    "NodeClaim": (KARPENTER, "nodeclaims", ("get", "patch")),
+    "EC2NodeClass": (AWS, "ec2nodeclasses", ("get", "patch")),
+}
+"""A finalizer's requests per kind of object (a get, then a patch at the version read)."""
+_FINALIZER_METHODS = ("add_finalizer", "remove_finalizer")
 
 METHOD_RULES: dict[str, tuple[Rule, ...]] = {
     "snapshot": tuple((group, resource, ("list",)) for group, resource in _INFORMED),
@@ -47,10 +54,11 @@ METHOD_RULES: dict[str, tuple[Rule, ...]] = {
     "create_nodeclaim": ((KARPENTER, "nodeclaims", ("create",)),),
     "patch_nodeclaim_status": ((KARPENTER, "nodeclaims/status", ("patch",)),),
     "delete_nodeclaim": ((KARPENTER, "nodeclaims", ("delete",)),),
-    "add_finalizer": (*_LOCKED_NODE, (KARPENTER, "nodeclaims", ("get", "patch"))),
-    "remove_finalizer": (*_LOCKED_NODE, (KARPENTER, "nodeclaims", ("get", "patch"))),
+    "add_finalizer": tuple(FINALIZED.values()),
+    "remove_finalizer": tuple(FINALIZED.values()),
 }
-"""Each port method's requests, as (apiGroup, resource, verbs)."""
+"""Each port method's requests, as (apiGroup, resource, verbs); a finalizer method's on every
+kind it takes, of which a service is granted those `SERVICE_FINALIZES` names."""
 
 SERVICE_CALLS: dict[str, tuple[str, ...]] = {
     "watcher": (
@@ -60,6 +68,8 @@ SERVICE_CALLS: dict[str, tuple[str, ...]] = {
         "patch_nodepool_status",
         "patch_nodeclass_status",
         "patch_nodeoverlay_status",
+        "add_finalizer",
+        "remove_finalizer",
         "record_event",
     ),
     "scheduler": (
@@ -87,6 +97,15 @@ SERVICE_CALLS: dict[str, tuple[str, ...]] = {
 }
 """The port methods each service calls: what its ServiceAccount is granted, and nothing more."""
 
+SERVICE_FINALIZES: dict[str, tuple[str, ...]] = {
+    "watcher": ("EC2NodeClass",),
+    "scheduler": ("Node", "NodeClaim"),
+    "termination": ("Node", "NodeClaim"),
+}
+"""The kinds whose finalizers each service adds or removes: the watcher holds an EC2NodeClass's
+deletion; the scheduler and termination keep a node's and its claim's. The scheduler is granted
+NodeClaims too, as it was before kinds were told apart."""
+
 
 class UnknownService(ValueError):
     pass
@@ -100,7 +119,10 @@ def rules_for(service: str) -> list[dict[str, Any]]:
         raise UnknownService(f"service: {service!r} calls nothing through the Cluster port (known: {known})")
     verbs: dict[tuple[str, str], set[str]] = {}
     for method in SERVICE_CALLS[service]:
-        for group, resource, method_verbs in METHOD_RULES[method]:
+        requests = METHOD_RULES[method]
+        if method in _FINALIZER_METHODS:
+            requests = tuple(FINALIZED[kind] for kind in SERVICE_FINALIZES.get(service, ()))
+        for group, resource, method_verbs in requests:
             verbs.setdefault((group, resource), set()).update(method_verbs)
     grouped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for (group, resource), granted in verbs.items():

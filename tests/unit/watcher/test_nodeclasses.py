@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from services.watcher.nodeclasses import NodeClassController, NodeClasses
+from services.watcher.nodeclasses import TERMINATING, TERMINATION_FINALIZER, NodeClassController, NodeClasses
 from services.watcher.pool_status import NOT_FOUND, SIM_CLASS, UNKNOWN, conditions, nodeclass_state
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.nodeclass import Found, FoundImage, FoundSecurityGroup, FoundSubnet, resolve
 from shared.events import contracts as c
 from shared.policy.pool_state import PoolCounters
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, NODECLAIM, NotFound, WatchEvent
+from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, MODIFIED, NODECLAIM, ClusterError, NotFound, WatchEvent
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 SPEC = {
@@ -56,6 +56,19 @@ class FakeResolver:
         return ()
 
 
+class FakeFinalizers:
+    """The Cluster port's finalizer writes, recorded as (add or remove, kind, name, finalizer)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str, str]] = []
+
+    async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        self.calls.append(("add", kind, name, finalizer))
+
+    async def remove_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        self.calls.append(("remove", kind, name, finalizer))
+
+
 def _harness(found: Found | Exception, classes: NodeClasses | None = None):
     classes = classes or NodeClasses()
     classes.observe(WatchEvent(1, EC2NODECLASS, ADDED, "default", {"metadata": {"name": "default"}, "spec": SPEC}))
@@ -68,7 +81,9 @@ def _harness(found: Found | Exception, classes: NodeClasses | None = None):
     async def record(facts: Any) -> None:
         recorded.extend(f.event for f in facts)
 
-    controller = NodeClassController(FakeResolver(found), classes, patch, record, lambda: NOW)
+    controller = NodeClassController(
+        FakeResolver(found), classes, patch, record, lambda: NOW, finalizers=FakeFinalizers()
+    )
     return controller, classes, patched, recorded
 
 
@@ -256,6 +271,148 @@ def test_a_class_made_again_is_not_cleaned_up():
     _deleted(classes, controller)
     classes.observe(WatchEvent(4, EC2NODECLASS, ADDED, "default", {"metadata": {"name": "default"}, "spec": SPEC}))
     assert not classes.waiting("default")
+
+
+# --- the finalizer: a class's deletion held until its clean-up ------------------------------------
+
+
+def _document(*, finalizers: tuple[str, ...] = (), deleting: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "default", "uid": "u-1", "finalizers": list(finalizers)}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-03-01T00:05:00Z"
+    return {"metadata": metadata, "spec": SPEC}
+
+
+def _finalized(classes: NodeClasses, controller: NodeClassController) -> None:
+    """The class resolved and given the finalizer (the API's change seen), then deleted: marked."""
+    asyncio.run(controller.reconcile("default"))
+    classes.observe(WatchEvent(2, EC2NODECLASS, MODIFIED, "default", _document(finalizers=(TERMINATION_FINALIZER,))))
+    assert classes.observe(
+        WatchEvent(3, EC2NODECLASS, MODIFIED, "default", _document(finalizers=(TERMINATION_FINALIZER,), deleting=True))
+    )  # the deletion asked for: looked at at once, though the spec is the same
+
+
+def test_a_resolved_class_is_given_the_finalizer_once():
+    """Upstream adds `karpenter.k8s.aws/termination` before it resolves; one carrying it is not
+    written again."""
+    controller, classes, _, _ = _harness(FOUND)
+    asyncio.run(controller.reconcile("default"))
+    assert controller.finalizers.calls == [("add", EC2NODECLASS, "default", TERMINATION_FINALIZER)]
+    classes.observe(WatchEvent(2, EC2NODECLASS, MODIFIED, "default", _document(finalizers=(TERMINATION_FINALIZER,))))
+    asyncio.run(controller.reconcile("default"))
+    assert len(controller.finalizers.calls) == 1
+
+
+def test_a_terminating_class_nodeclaims_use_is_held_and_its_pools_told():
+    """Deleted while a NodeClaim names it: recorded not ready (NodeClassTerminating, as upstream's
+    pools say), nothing deleted in AWS, the finalizer kept; pass after pass, said once."""
+    controller, classes, _, recorded = _harness(FOUND)
+    told: list[str] = []
+
+    async def changed(name: str) -> None:
+        told.append(name)
+
+    controller.changed = changed
+    classes.observe_claim(_claim("default-a"))
+    _finalized(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    asyncio.run(controller.reconcile("default"))
+    assert [(e.ready, e.reason, e.message) for e in recorded] == [
+        (True, "Ready", ""),
+        (False, "NodeClassTerminating", "NodeClass is Terminating"),
+    ]
+    assert told == ["default", "default"] and classes.readiness("default") == (
+        False,
+        "NodeClassTerminating",
+        "NodeClass is Terminating",
+    )
+    assert (
+        nodeclass_state(_pool("EC2NodeClass"), True, {"default": TERMINATING}, {"default"})[1] == "NodeClassTerminating"
+    )
+    assert not classes.states()["default"].ready  # what the services plan with: nothing launched
+    assert controller.resolver.cleaned == []
+    assert [call[0] for call in controller.finalizers.calls] == ["add"]  # never removed
+    assert classes.waiting("default")
+
+
+def test_its_last_nodeclaim_gone_the_class_is_cleaned_up_then_let_go():
+    """The claim's end wakes the class: what it made is deleted first, then the finalizer goes,
+    and the API's deletion that follows records it gone without a second clean-up."""
+    controller, classes, _, recorded = _harness(FOUND)
+    order: list[str] = []
+    resolver, finalizers = controller.resolver, controller.finalizers
+    clean_up, remove = resolver.clean_up, finalizers.remove_finalizer
+
+    async def cleaning(name: str, uid: str | None = None) -> Any:
+        order.append("clean_up")
+        return await clean_up(name, uid)
+
+    async def removing(kind: str, name: str, finalizer: str) -> None:
+        order.append("remove_finalizer")
+        await remove(kind, name, finalizer)
+
+    resolver.clean_up, finalizers.remove_finalizer = cleaning, removing
+    classes.observe_claim(_claim("default-a"))
+    _finalized(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    assert order == []
+    assert classes.observe_claim(_claim("default-a", action=DELETED)) == "default"
+    asyncio.run(controller.reconcile("default"))
+    assert order == ["clean_up", "remove_finalizer"] and resolver.cleaned == [("default", "u-1")]
+    assert finalizers.calls[-1] == ("remove", EC2NODECLASS, "default", TERMINATION_FINALIZER)
+    assert classes.observe(WatchEvent(4, EC2NODECLASS, DELETED, "default", _document(deleting=True)))
+    asyncio.run(controller.reconcile("default"))
+    asyncio.run(controller.reconcile("default"))
+    assert order == ["clean_up", "remove_finalizer"] and classes.uids == {}
+    assert [e.reason for e in recorded] == ["Ready", "NodeClassTerminating", "NodeClassNotFound"]
+
+
+def test_a_failed_removal_of_the_finalizer_is_tried_again_without_cleaning_again(caplog):
+    controller, classes, _, _ = _harness(FOUND)
+    finalizers = controller.finalizers
+    remove = finalizers.remove_finalizer
+    failures = [ClusterError("PATCH ec2nodeclasses/default: 500")]
+
+    async def removing(kind: str, name: str, finalizer: str) -> None:
+        if failures:
+            raise failures.pop()
+        await remove(kind, name, finalizer)
+
+    finalizers.remove_finalizer = removing
+    _finalized(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    assert "removing termination finalizer" in caplog.text and [c[0] for c in finalizers.calls] == ["add"]
+    asyncio.run(controller.reconcile("default"))
+    assert [c[0] for c in finalizers.calls] == ["add", "remove"]
+    assert controller.resolver.cleaned == [("default", "u-1")]
+
+
+def test_a_terminating_class_without_the_finalizer_is_cleaned_up_once_gone():
+    """Made before the finalizer (another's holds it): not ready at once, but its clean-up is
+    today's, once the API has let it go."""
+    controller, classes, _, recorded = _harness(FOUND)
+    asyncio.run(controller.reconcile("default"))
+    classes.observe(WatchEvent(2, EC2NODECLASS, MODIFIED, "default", _document(finalizers=("example.com/f",))))
+    classes.observe(
+        WatchEvent(3, EC2NODECLASS, MODIFIED, "default", _document(finalizers=("example.com/f",), deleting=True))
+    )
+    asyncio.run(controller.reconcile("default"))
+    assert recorded[-1].reason == "NodeClassTerminating" and controller.resolver.cleaned == []
+    assert not classes.waiting("default")
+    classes.observe(WatchEvent(4, EC2NODECLASS, DELETED, "default", _document(deleting=True)))
+    asyncio.run(controller.reconcile("default"))
+    assert controller.resolver.cleaned == [("default", "u-1")]
+    assert [c[0] for c in controller.finalizers.calls] == ["add"]  # never ours to remove
+
+
+def test_a_terminating_class_is_not_resolved_again():
+    """Upstream finalizes a class being deleted instead of reconciling it: no status written,
+    no Ready recorded over its NodeClassTerminating."""
+    controller, classes, patched, recorded = _harness(FOUND)
+    classes.observe_claim(_claim("default-a"))
+    _finalized(classes, controller)
+    asyncio.run(controller.reconcile("default"))
+    assert len(patched) == 1 and [e.reason for e in recorded] == ["Ready", "NodeClassTerminating"]
 
 
 def _pool(kind: str, name: str = "default") -> dict[str, Any]:
