@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from shared.config import settings
-from shared.runtime.servers import EmbeddedPostgres
+from shared.runtime.postgres import EmbeddedPostgres
 from shared.store.migrate import upgrade
 
 

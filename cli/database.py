@@ -57,7 +57,7 @@ def with_database(work: Callable[[str], Awaitable[T]], run: str | None = None) -
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from shared.runtime import runs
-    from shared.runtime.servers import local_database_url
+    from shared.runtime.postgres import local_database_url
 
     config = settings_or_exit()
     try:

@@ -53,8 +53,8 @@ from shared.outages import OUTAGES
 from shared.runtime import loop, runs
 from shared.runtime.bus import LocalBus, local_bus
 from shared.runtime.clockfile import write_clock
+from shared.runtime.postgres import local_database_url
 from shared.runtime.scenarios import load_scenario
-from shared.runtime.servers import local_database_url
 from shared.store.eventstore import EventStore
 from shared.store.migrate import WRITER, member_login
 

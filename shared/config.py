@@ -1,7 +1,8 @@
 """Process configuration from `NODEWRIGHT_*` environment variables.
 
-With no URLs set, local commands and tests start embedded servers under `data_dir`
-(see `shared.runtime.servers`), so a fresh machine needs no PostgreSQL or NATS.
+With no URLs set, local commands and tests start embedded servers under `data_dir` (see
+`shared.runtime.postgres` and `shared.runtime.servers`), so a fresh machine needs no PostgreSQL or
+NATS.
 """
 
 from __future__ import annotations

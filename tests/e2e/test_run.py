@@ -23,7 +23,7 @@ import pytest
 from cli import report
 from shared.bus.names import BusNames
 from shared.policy.audit import LogEntry
-from shared.runtime.servers import EmbeddedPostgres
+from shared.runtime.postgres import EmbeddedPostgres
 from shared.store.eventstore import EventStore
 from tests.conftest import ROOT
 from tests.e2e.processes import cli_environment, run_log_url, stop_command

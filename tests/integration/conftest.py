@@ -2,7 +2,8 @@
 
 Each server comes from, in order: an explicit URL (`NODEWRIGHT_TEST_DATABASE_URL`,
 `NODEWRIGHT_TEST_NATS_URL`), testcontainers when a Docker engine answers, else the embedded
-servers of `shared.runtime.servers`, so `pytest tests/integration` runs on a bare machine.
+servers of `shared.runtime.postgres` and `shared.runtime.servers`, so `pytest tests/integration`
+runs on a bare machine.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from shared.bus.connection import BusSettings
 from shared.bus.identity import Identity, generate, server_config, user_name
 from shared.bus.names import BusNames
 from shared.config import async_database_url
-from shared.runtime.servers import EmbeddedNats, EmbeddedPostgres, docker_available
+from shared.runtime.postgres import EmbeddedPostgres
+from shared.runtime.servers import EmbeddedNats, docker_available
 from shared.store.eventstore import EventStore
 
 POSTGRES_IMAGE = "postgres:17-alpine"

