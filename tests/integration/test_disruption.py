@@ -321,12 +321,17 @@ async def test_b21_not_ready_nodes_consume_the_budget_until_they_are_ready_again
         await world.until(lambda sim: not sim.world.cluster.nodes, seconds=200)
     flips = await events_of(store, ["NodeClaimNotReady", "NodeClaimReady"])
     assert Counter(kind for kind, _ in flips) == {"NodeClaimNotReady": 2, "NodeClaimReady": 2}
-    decisions, most, blocked = await disruption_story(store)
+    _, most, blocked = await disruption_story(store)
     async with store.driver_connection() as raw:
-        first = await raw.fetchval("SELECT min(occurred_at) FROM events WHERE type = 'DisruptionDecided'")
-    assert first >= START + timedelta(minutes=25)
+        rows = await raw.fetch(
+            "SELECT occurred_at, data FROM events WHERE type = 'DisruptionDecided' ORDER BY position"
+        )
+    # a loaded machine may launch a node the burst's pods then bound around, removed empty at once:
+    # what is held is every decision from the first NotReady to the last Ready again
+    not_ready, ready = START + timedelta(minutes=5), START + timedelta(minutes=25)
+    assert [r["data"] for r in rows if not_ready <= r["occurred_at"] < ready] == []
     assert most <= 2 and not blocked  # upstream says a blocking budget only when it allows 0
-    assert sum(len(d["candidates"]) for d in decisions) == 6
+    assert sum(len(r["data"]["candidates"]) for r in rows if r["occurred_at"] >= ready) == 6
     assert (await audit_database(migrated_url)).ok
 
 
