@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from shared.api.bounds import go_duration_error
 from shared.api.ec2nodeclass import (
+    API_VERSION,
     AMIFamily,
     AMISelectorTerm,
     EC2NodeClass,
@@ -58,8 +59,6 @@ EVICTION_SIGNALS = (
     "pid.available",
 )
 RESERVED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")
-
-_UNKNOWN = "unknown field (not in the karpenter.sh/v1 schema)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,10 +320,6 @@ def validate_nodeclass(document: Any) -> NodeClassValidation:
     try:
         nodeclass = EC2NodeClass.model_validate(document)
     except ValidationError as exc:
-        errors = [
-            FieldError(e.path, "unknown field (not in the karpenter.k8s.aws/v1 schema)") if e.message == _UNKNOWN else e
-            for e in schema_errors(exc)
-        ]
-        return NodeClassValidation(name, None, tuple(errors))
+        return NodeClassValidation(name, None, tuple(schema_errors(exc, API_VERSION)))
     errors = nodeclass_rule_errors(nodeclass)
     return NodeClassValidation(name, None if errors else nodeclass, tuple(errors))

@@ -27,7 +27,7 @@ from shared.api.labels import (
     normalize_key,
     restricted_label_error,
 )
-from shared.api.nodeoverlay import NodeOverlay, OverlayRequirement
+from shared.api.nodeoverlay import API_VERSION, NodeOverlay, OverlayRequirement
 from shared.api.validation import FieldError, document_name, object_metadata_errors, schema_errors
 
 WELL_KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
@@ -38,7 +38,6 @@ NOT_IN_NEEDS_VALUES = "requirements with operator 'NotIn' must have a value defi
 BOUND_NEEDS_ONE = "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value"
 RESTRICTED_RESOURCE = "invalid resource restricted"
 _NON_NEGATIVE_INT = re.compile(r"^\+?[0-9]+$|^-0+$")
-_UNKNOWN = "unknown field (not in the karpenter.sh/v1 schema)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +91,7 @@ def validate_overlay(document: Any) -> OverlayValidation:
     try:
         overlay = NodeOverlay.model_validate(document)
     except ValidationError as exc:
-        errors = [
-            FieldError(e.path, "unknown field (not in the karpenter.sh/v1alpha1 schema)")
-            if e.message == _UNKNOWN
-            else e
-            for e in schema_errors(exc)
-        ]
-        return OverlayValidation(name, None, tuple(errors))
+        return OverlayValidation(name, None, tuple(schema_errors(exc, API_VERSION)))
     errors = overlay_rule_errors(overlay)
     return OverlayValidation(name, None if errors else overlay, tuple(errors))
 

@@ -78,12 +78,12 @@ def format_path(loc: Iterable[str | int]) -> str:
     return out
 
 
-def _schema_message(err: Any) -> str:
+def _schema_message(err: Any, schema: str) -> str:
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "missing":
         return "Required value"
     if kind == "extra_forbidden":
-        return "unknown field (not in the karpenter.sh/v1 schema)"
+        return f"unknown field (not in the {schema} schema)"
     if kind == "string_pattern_mismatch":
         return f"Invalid value: \"{value}\": should match '{ctx['pattern']}'"
     if kind in ("enum", "literal_error"):
@@ -108,8 +108,10 @@ def _schema_message(err: Any) -> str:
     return err["msg"]
 
 
-def schema_errors(exc: ValidationError) -> list[FieldError]:
-    return [FieldError(format_path(e["loc"]), _schema_message(e)) for e in exc.errors(include_url=False)]
+def schema_errors(exc: ValidationError, schema: str = "karpenter.sh/v1") -> list[FieldError]:
+    """Each of pydantic's errors with its field path, in the API server's words; `schema`: the
+    group and version an unknown field is said to be missing from."""
+    return [FieldError(format_path(e["loc"]), _schema_message(e, schema)) for e in exc.errors(include_url=False)]
 
 
 _NOT_ZONES = frozenset({"Factory"})

@@ -32,6 +32,14 @@ def restricted_keys(var: str, *, nodepool_label: bool) -> Rules:
     return tuple(rules)
 
 
+API_VERSION = (
+    "The versioned schema this object is written in; the API server converts known versions to the one it stores."
+)
+"""An object's `apiVersion`, described as Kubernetes describes it."""
+KIND = "The REST resource this object represents, in CamelCase; set by the client, not updatable."
+"""An object's `kind`, described as Kubernetes describes it."""
+
+
 @dataclass(frozen=True)
 class Marker:
     """One field's markers. `format` names the Go integer type of a bounded integer; `schema`

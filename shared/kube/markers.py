@@ -38,7 +38,7 @@ from shared.api.nodepool import (
     NodePoolStatus,
 )
 from shared.api.validation import STATIC_LIMITS, STATIC_TRANSITION, STATIC_WEIGHT
-from shared.kube.marker import Marker, Rules, restricted_keys
+from shared.kube.marker import API_VERSION, KIND, Marker, Rules, restricted_keys
 from shared.kube.nodeclass_markers import NODECLASS_FIELDS, NODECLASS_TYPES
 from shared.kube.overlay_markers import OVERLAY_FIELDS, OVERLAY_TYPES
 
@@ -66,10 +66,6 @@ _REQUIREMENTS_RULES: Rules = (
     ),
 )
 
-API_VERSION = (
-    "The versioned schema this object is written in; the API server converts known versions to the one it stores."
-)
-KIND = "The REST resource this object represents, in CamelCase; set by the client, not updatable."
 
 _TAINTS = "Taints the NodeClaim's node carries for its whole life."
 _STARTUP_TAINTS = (

@@ -20,13 +20,9 @@ from shared.api.nodeoverlay_validation import (
     RESTRICTED_RESOURCE,
     WELL_KNOWN_RESOURCES,
 )
-from shared.kube.marker import Marker, restricted_keys
+from shared.kube.marker import API_VERSION, KIND, Marker, restricted_keys
 
 _BOUND = " || ".join(f"x.operator == '{o}'" for o in (Operator.GT, Operator.LT, Operator.GTE, Operator.LTE))
-_API_VERSION = (
-    "The versioned schema this object is written in; the API server converts known versions to the one it stores."
-)
-_KIND = "The REST resource this object represents, in CamelCase; set by the client, not updatable."
 
 OVERLAY_TYPES: dict[type[Any], str] = {
     NodeOverlay: "A NodeOverlay changes the price and the extended resources of the instance types it selects.",
@@ -36,8 +32,8 @@ OVERLAY_TYPES: dict[type[Any], str] = {
 }
 
 OVERLAY_FIELDS: dict[tuple[type[BaseModel], str], Marker] = {
-    (NodeOverlay, "apiVersion"): Marker(_API_VERSION),
-    (NodeOverlay, "kind"): Marker(_KIND),
+    (NodeOverlay, "apiVersion"): Marker(API_VERSION),
+    (NodeOverlay, "kind"): Marker(KIND),
     (NodeOverlay, "spec"): Marker(
         "The NodeOverlay's desired state.",
         validations=(("!has(self.price) || !has(self.priceAdjustment)", BOTH_PRICES),),
