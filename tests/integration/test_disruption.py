@@ -354,11 +354,15 @@ async def test_a_cheaper_replacement_in_another_pool_is_launched_there(store, bu
 
     await play(document, bus, store, 14, done=only_web)
     decisions, _, _ = await disruption_story(store)
-    refused = [d["why"] for _, d in await events_of(store, ["DisruptionCancelled"])]
-    replaces = [d for d in decisions if d["decision"] == "replace"]
-    assert refused == [] and len(replaces) == 1 and replaces[0]["nodepool"] == "backend"
+    # a loaded machine may launch a second web node that consolidation then decides on and, the
+    # world having moved, validation refuses: what is held is that backend's move is never refused
+    cancelled = [d for _, d in await events_of(store, ["DisruptionCancelled"])]
+    refused = [d["why"] for d in cancelled if d["nodepool"] == "backend"]
+    replaces = [d for d in decisions if d["decision"] == "replace" and d["nodepool"] == "backend"]
+    assert refused == [] and len(replaces) == 1
     assert set(replaces[0]["replacement_nodepools"].values()) == {"web"}
-    made = [d for _, d in await events_of(store, ["NodeClaimCreated"]) if d.get("replacement_for")]
+    created = await events_of(store, ["NodeClaimCreated"])
+    made = [d for _, d in created if d.get("replacement_for") and d["replacement_from"] == "backend"]
     assert [(d["nodepool"], d["replacement_from"], d["nodeclaim"].split("-")[0]) for d in made] == [
         ("web", "backend", "web")
     ]
