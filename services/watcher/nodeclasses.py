@@ -29,12 +29,22 @@ from pydantic import ValidationError
 
 from services.watcher.facts import Fact, fact_id
 from services.watcher.pool_status import NOT_FOUND
+from shared.acts import listed
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.nodeclass import REQUEUE_SECONDS, Resolution
 from shared.events import contracts as c
 from shared.policy.pool_state import PoolCounters
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import DELETED, EC2NODECLASS, NODECLAIM, ClusterError, NotFound, WatchEvent
+from shared.ports.cluster import (
+    DELETED,
+    EC2NODECLASS,
+    NODECLAIM,
+    NORMAL,
+    ClusterError,
+    KubeEvent,
+    NotFound,
+    WatchEvent,
+)
 from shared.scheduling.nodeclasses import EC2_NODE_CLASS, NodeClassState
 
 log = logging.getLogger("nodewright.watcher.nodeclasses")
@@ -50,12 +60,15 @@ class Resolver(Protocol):
         ...
 
 
-class Finalizers(Protocol):
-    """The Cluster port's finalizer writes (`shared.ports.cluster.Cluster` is one)."""
+class ClassWrites(Protocol):
+    """The Cluster port's writes a class's deletion makes (`shared.ports.cluster.Cluster` is one):
+    its finalizer, and the Event that says what it waits for."""
 
     async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None: ...
 
     async def remove_finalizer(self, kind: str, name: str, finalizer: str) -> None: ...
+
+    async def record_event(self, event: KubeEvent) -> None: ...
 
 
 Readiness = tuple[bool, str, str]
@@ -63,6 +76,8 @@ Readiness = tuple[bool, str, str]
 
 TERMINATION_FINALIZER = "karpenter.k8s.aws/termination"
 """Upstream's finalizer on an EC2NodeClass: its deletion waits for the clean-up."""
+WAITING = "WaitingOnNodeClaimTermination"
+"""Upstream's Event on a class whose deletion waits for the NodeClaims that use it."""
 TERMINATING: Readiness = (False, "NodeClassTerminating", "NodeClass is Terminating")
 """What upstream's NodePool readiness says of a pool whose class is being deleted."""
 
@@ -229,13 +244,13 @@ class NodeClassController:
         now: Callable[[], datetime],
         retried: tuple[type[BaseException], ...] = (),
         *,
-        finalizers: Finalizers,
+        cluster: ClassWrites,
     ) -> None:
         """`retried`: the failures (besides the cloud's and the API's) that leave a class for the
-        next period rather than end the controller: the store refusing, say. `finalizers`: the
-        cluster's, which hold a class's deletion until its clean-up."""
+        next period rather than end the controller: the store refusing, say. `cluster`: its
+        finalizers hold a class's deletion until its clean-up, its Events say what that waits for."""
         self.resolver, self.classes, self.patch, self.record, self.now = resolver, classes, patch, record, now
-        self.finalizers = finalizers
+        self.cluster = cluster
         self.retried = (CloudError, ClusterError, *retried)
         self.wake = asyncio.Event()
         self.pending: set[str] = set()
@@ -283,7 +298,7 @@ class NodeClassController:
         previous = (document.get("status") or {}).get("conditions") or []
         try:
             if not self.classes.finalized(name):  # upstream adds it before resolving
-                await self.finalizers.add_finalizer(EC2NODECLASS, name, TERMINATION_FINALIZER)
+                await self.cluster.add_finalizer(EC2NODECLASS, name, TERMINATION_FINALIZER)
             resolution = await self.resolver.resolve(nodeclass, self.now(), previous)
             await self.patch(name, resolution.status)
             await self._recorded(name, self.classes.fact(name, resolution))
@@ -316,7 +331,7 @@ class NodeClassController:
         if not self.classes.held(name) or not await self._clean_up(name):
             return
         try:
-            await self.finalizers.remove_finalizer(EC2NODECLASS, name, TERMINATION_FINALIZER)
+            await self.cluster.remove_finalizer(EC2NODECLASS, name, TERMINATION_FINALIZER)
         except self.retried as exc:
             log.error("EC2NodeClass %s: removing termination finalizer, %s; trying again later", name, exc)
 
@@ -332,8 +347,11 @@ class NodeClassController:
         try:
             users = self.classes.users(name, await self.pools() if self.pools is not None else {})
             if users:
-                shown = ", ".join(users[:5]) + (f" and {len(users) - 5} other(s)" if len(users) > 5 else "")
-                log.info("EC2NodeClass %s: Waiting on NodeClaim termination for %s", name, shown)
+                waiting = f"Waiting on NodeClaim termination for {listed(users)}"
+                log.info("EC2NodeClass %s: %s", name, waiting)
+                if name in self.classes.documents:  # still held: upstream tells the object
+                    uid = self.classes.uids.get(name, "")
+                    await self.cluster.record_event(KubeEvent(EC2NODECLASS, name, NORMAL, WAITING, waiting, uid))
                 return False
             cleaned = await self.resolver.clean_up(name, self.classes.uids.get(name))
         except self.retried as exc:

@@ -156,7 +156,7 @@ class WatcherService:
             self.record,
             self.clock.now,
             WATCH_ERRORS,
-            finalizers=self.cluster,
+            cluster=self.cluster,
         )
         self.controller.changed = self._class_changed
         self.controller.pools = self.store.counters

@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from services.sim.api.rbac import User
-from services.watcher.nodeclasses import TERMINATION_FINALIZER, Finalizers, NodeClassController, NodeClasses
+from services.watcher.nodeclasses import TERMINATION_FINALIZER, ClassWrites, NodeClassController, NodeClasses
 from shared.adapters.aws.launch_templates import LaunchTemplates
 from shared.adapters.aws.provider import AwsProvider
 from shared.adapters.aws.resolver import NodeClassResolver
@@ -23,7 +23,7 @@ from shared.adapters.kube.cluster import NODECLAIMS, NODECLASSES
 from shared.adapters.kube.rbac import rules_for
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.launch_template import launch_config
-from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, NODECLAIM, WatchEvent
+from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, NODECLAIM, KubeEvent, WatchEvent
 from tests.aws import REGION, moto_clients, moto_reset, moto_url
 from tests.aws_launch import FixtureCatalog
 from tests.aws_launch import NodeClasses as LaunchClasses
@@ -39,11 +39,15 @@ CLUSTER = "my-cluster"
 
 
 class Unheld:
-    """Finalizer writes for the cases that delete a class no finalizer held (made before it):
-    recorded, nothing more."""
+    """Finalizer writes and Events for the cases that delete a class no finalizer held (made
+    before it): recorded, nothing more."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str]] = []
+        self.events: list[KubeEvent] = []
+
+    async def record_event(self, event: KubeEvent) -> None:
+        self.events.append(event)
 
     async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:
         self.calls.append((kind, name, finalizer))
@@ -53,7 +57,7 @@ class Unheld:
 
 
 def _controller(
-    clients: Any, finalizers: Finalizers | None = None
+    clients: Any, cluster: ClassWrites | None = None
 ) -> tuple[NodeClassController, NodeClasses, dict[str, dict[str, Any]]]:
     classes = NodeClasses()
     statuses: dict[str, dict[str, Any]] = {}
@@ -65,7 +69,7 @@ def _controller(
         return None
 
     resolver = NodeClassResolver(clients, cluster=CLUSTER, region=REGION, k8s_version=K8S)
-    controller = NodeClassController(resolver, classes, patch, record, lambda: NOW, finalizers=finalizers or Unheld())
+    controller = NodeClassController(resolver, classes, patch, record, lambda: NOW, cluster=cluster or Unheld())
     return controller, classes, statuses
 
 
@@ -227,6 +231,11 @@ async def test_a_deleted_class_stays_terminating_until_its_nodeclaims_are_gone(
         assert held["deletionTimestamp"] and held["finalizers"] == [TERMINATION_FINALIZER]
         assert await _templates(clients, CLUSTER, "default") and await _profile(clients, profile) is not None
         assert classes.readiness("default") == (False, "NodeClassTerminating", "NodeClass is Terminating")
+        said = [e for e in world.cluster.events.values() if e["reason"] == "WaitingOnNodeClaimTermination"]
+        assert [(e["type"], e["message"], e["involvedObject"]["kind"]) for e in said] == [
+            ("Normal", "Waiting on NodeClaim termination for default-a1", "EC2NodeClass")
+        ]
+        assert said[0]["involvedObject"]["uid"] == held["uid"]
 
         await admin.api.call("DELETE", f"{NODECLAIMS}/default-a1")
         assert classes.observe_claim(WatchEvent(0, NODECLAIM, DELETED, "default-a1", {})) == "default"

@@ -11,14 +11,30 @@ from typing import Any
 
 import pytest
 
-from services.watcher.nodeclasses import TERMINATING, TERMINATION_FINALIZER, NodeClassController, NodeClasses
+from services.watcher.nodeclasses import (
+    TERMINATING,
+    TERMINATION_FINALIZER,
+    WAITING,
+    NodeClassController,
+    NodeClasses,
+)
 from services.watcher.pool_status import NOT_FOUND, SIM_CLASS, UNKNOWN, conditions, nodeclass_state
 from shared.api.ec2nodeclass import EC2NodeClass
 from shared.aws.nodeclass import Found, FoundImage, FoundSecurityGroup, FoundSubnet, resolve
 from shared.events import contracts as c
 from shared.policy.pool_state import PoolCounters
 from shared.ports.cloud import CloudError
-from shared.ports.cluster import ADDED, DELETED, EC2NODECLASS, MODIFIED, NODECLAIM, ClusterError, NotFound, WatchEvent
+from shared.ports.cluster import (
+    ADDED,
+    DELETED,
+    EC2NODECLASS,
+    MODIFIED,
+    NODECLAIM,
+    ClusterError,
+    KubeEvent,
+    NotFound,
+    WatchEvent,
+)
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 SPEC = {
@@ -56,11 +72,16 @@ class FakeResolver:
         return ()
 
 
-class FakeFinalizers:
-    """The Cluster port's finalizer writes, recorded as (add or remove, kind, name, finalizer)."""
+class FakeCluster:
+    """The Cluster port's finalizer writes, recorded as (add or remove, kind, name, finalizer),
+    and its Events."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, str]] = []
+        self.events: list[KubeEvent] = []
+
+    async def record_event(self, event: KubeEvent) -> None:
+        self.events.append(event)
 
     async def add_finalizer(self, kind: str, name: str, finalizer: str) -> None:
         self.calls.append(("add", kind, name, finalizer))
@@ -81,9 +102,7 @@ def _harness(found: Found | Exception, classes: NodeClasses | None = None):
     async def record(facts: Any) -> None:
         recorded.extend(f.event for f in facts)
 
-    controller = NodeClassController(
-        FakeResolver(found), classes, patch, record, lambda: NOW, finalizers=FakeFinalizers()
-    )
+    controller = NodeClassController(FakeResolver(found), classes, patch, record, lambda: NOW, cluster=FakeCluster())
     return controller, classes, patched, recorded
 
 
@@ -297,10 +316,10 @@ def test_a_resolved_class_is_given_the_finalizer_once():
     written again."""
     controller, classes, _, _ = _harness(FOUND)
     asyncio.run(controller.reconcile("default"))
-    assert controller.finalizers.calls == [("add", EC2NODECLASS, "default", TERMINATION_FINALIZER)]
+    assert controller.cluster.calls == [("add", EC2NODECLASS, "default", TERMINATION_FINALIZER)]
     classes.observe(WatchEvent(2, EC2NODECLASS, MODIFIED, "default", _document(finalizers=(TERMINATION_FINALIZER,))))
     asyncio.run(controller.reconcile("default"))
-    assert len(controller.finalizers.calls) == 1
+    assert len(controller.cluster.calls) == 1
 
 
 def test_a_terminating_class_nodeclaims_use_is_held_and_its_pools_told():
@@ -331,8 +350,12 @@ def test_a_terminating_class_nodeclaims_use_is_held_and_its_pools_told():
     )
     assert not classes.states()["default"].ready  # what the services plan with: nothing launched
     assert controller.resolver.cleaned == []
-    assert [call[0] for call in controller.finalizers.calls] == ["add"]  # never removed
+    assert [call[0] for call in controller.cluster.calls] == ["add"]  # never removed
     assert classes.waiting("default")
+    waiting = KubeEvent(
+        EC2NODECLASS, "default", "Normal", WAITING, "Waiting on NodeClaim termination for default-a", "u-1"
+    )
+    assert controller.cluster.events == [waiting, waiting]  # each pass, as upstream's requeue repeats it
 
 
 def test_its_last_nodeclaim_gone_the_class_is_cleaned_up_then_let_go():
@@ -340,7 +363,7 @@ def test_its_last_nodeclaim_gone_the_class_is_cleaned_up_then_let_go():
     and the API's deletion that follows records it gone without a second clean-up."""
     controller, classes, _, recorded = _harness(FOUND)
     order: list[str] = []
-    resolver, finalizers = controller.resolver, controller.finalizers
+    resolver, finalizers = controller.resolver, controller.cluster
     clean_up, remove = resolver.clean_up, finalizers.remove_finalizer
 
     async def cleaning(name: str, uid: str | None = None) -> Any:
@@ -369,7 +392,7 @@ def test_its_last_nodeclaim_gone_the_class_is_cleaned_up_then_let_go():
 
 def test_a_failed_removal_of_the_finalizer_is_tried_again_without_cleaning_again(caplog):
     controller, classes, _, _ = _harness(FOUND)
-    finalizers = controller.finalizers
+    finalizers = controller.cluster
     remove = finalizers.remove_finalizer
     failures = [ClusterError("PATCH ec2nodeclasses/default: 500")]
 
@@ -402,7 +425,7 @@ def test_a_terminating_class_without_the_finalizer_is_cleaned_up_once_gone():
     classes.observe(WatchEvent(4, EC2NODECLASS, DELETED, "default", _document(deleting=True)))
     asyncio.run(controller.reconcile("default"))
     assert controller.resolver.cleaned == [("default", "u-1")]
-    assert [c[0] for c in controller.finalizers.calls] == ["add"]  # never ours to remove
+    assert [c[0] for c in controller.cluster.calls] == ["add"]  # never ours to remove
 
 
 def test_a_terminating_class_is_not_resolved_again():
