@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from services.watcher.documents import desired_spec, disruption_fields, pending_fact, startup_taints
 from shared.api.core import agent_condition
 from shared.api.labels import NODEPOOL_LABEL
 from shared.api.validation import validate_nodepool
@@ -162,12 +163,12 @@ class Facts:
                 labels=obj.get("labels") or {},
                 affinity=obj.get("affinity") or None,
                 owner_kind=obj.get("ownerKind"),
-                **_disruption_facts(obj),
+                **disruption_fields(obj),
             )
             out.append(Fact(bound, fact_id("PodBound", uid)))
         elif not node and obj.get("unschedulable") and not known.pending:
             known.pending = True
-            out.append(Fact(_pending(namespace, name, uid, obj), fact_id("PodPending", uid)))
+            out.append(Fact(pending_fact(namespace, name, uid, obj), fact_id("PodPending", uid)))
         return out
 
     def _node(self, event: WatchEvent) -> list[Fact]:
@@ -281,7 +282,7 @@ class Facts:
                 nodepool=event.key, errors=errors, nodepool_object=event.object, resource_version=event.resource_version
             )
             return [Fact(rejected, fact_id("NodePoolRejected", event.key, event.resource_version))]
-        self.pools[event.key] = _Pool(event.resource_version, desired, True, _startup_taints(event.object))
+        self.pools[event.key] = _Pool(event.resource_version, desired, True, startup_taints(event.object))
         applied = c.NodePoolApplied(
             nodepool=event.key,
             nodepool_object=event.object,
@@ -393,7 +394,7 @@ def _pool_recorded(f: Facts, e: c.NodePoolApplied | c.NodePoolRejected) -> None:
     document = e.nodepool_object
     desired = desired_spec(document) if document is not None else None
     valid = isinstance(e, c.NodePoolApplied)
-    startup = _startup_taints(document) if valid and document else frozenset()
+    startup = startup_taints(document) if valid and document else frozenset()
     f.pools[e.nodepool] = _Pool(e.resource_version or 0, desired, valid, startup)
 
 
@@ -442,54 +443,6 @@ _REMEMBER: dict[type[c.Event], Callable[[Facts, Any], None]] = {
 }
 WATCHER_FACTS = tuple(sorted(handled(_REMEMBER)))
 """The facts the watcher reads back from the log when it starts: those it appends."""
-
-
-SERVER_SET = frozenset({"resourceVersion", "generation", "managedFields", "uid", "creationTimestamp", "selfLink"})
-"""Metadata the API server keeps, which a status write changes though the user asked nothing new."""
-
-
-def desired_spec(document: Mapping[str, Any]) -> dict[str, Any]:
-    """An object (a NodePool, a NodeOverlay) without its status and the server's own metadata:
-    what the user asked for."""
-    out = {k: v for k, v in document.items() if k != "status"}
-    metadata = out.get("metadata")
-    if isinstance(metadata, Mapping):
-        out["metadata"] = {k: v for k, v in metadata.items() if k not in SERVER_SET}
-    return out
-
-
-def _startup_taints(spec: Mapping[str, Any]) -> frozenset[str]:
-    template = ((spec.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return frozenset(t.get("key", "") for t in template.get("startupTaints") or [])
-
-
-def _pending(namespace: str, name: str, uid: str, obj: Mapping[str, Any]) -> c.PodPending:
-    return c.PodPending(
-        namespace=namespace,
-        name=name,
-        uid=uid,
-        requests=obj.get("requests") or {},
-        node_selector=obj.get("nodeSelector") or {},
-        affinity=obj.get("affinity"),
-        topology_spread_constraints=obj.get("topologySpreadConstraints") or [],
-        labels=obj.get("labels") or {},
-        owner_kind=obj.get("ownerKind"),
-        owner_name=obj.get("ownerName"),
-        message=obj.get("unschedulable"),
-        **_disruption_facts(obj),
-    )
-
-
-def _disruption_facts(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What disruption and termination read of a pod, on PodPending and PodBound alike: a pod
-    that binds at once is never pending, and its do-not-disrupt must hold all the same."""
-    return {
-        "tolerations": obj.get("tolerations") or [],
-        "annotations": obj.get("annotations") or {},
-        "priority_class_name": obj.get("priorityClassName"),
-        "priority": obj.get("priority") or 0,
-        "termination_grace_period_seconds": obj.get("terminationGracePeriodSeconds"),
-    }
 
 
 def _versioned(

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from services.watcher.facts import Fact, desired_spec, fact_id
+from services.watcher.documents import desired_spec
+from services.watcher.facts import Fact, fact_id
 from services.watcher.pool_status import status_condition
 from shared.api.nodeoverlay import VALIDATION_SUCCEEDED, NodeOverlay
 from shared.api.nodeoverlay_validation import validate_overlay
