@@ -218,6 +218,7 @@ def test_the_flagship_day_keeps_its_promises_through_faults_and_its_report_rebui
             stop_command(run)
         assert run.returncode == 3, stdout[-3000:] + stderr[-3000:]  # each kill is a death: not a clean run
         assert len(faults) == len(KILLS) + 1
+        assert stdout.strip(), stderr[-6000:]  # exit 3 without a summary: a process given up on
         summary = json.loads(stdout)
         log = run_log_url(server.url, summary["run"])
         events = asyncio.run(report.database_events(log))
