@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from services.whatif.gates import used
 from shared.config import feature_gates
 from shared.events import contracts as c
 from shared.events.envelope import Metadata, RecordedEvent
@@ -168,3 +169,22 @@ async def test_losing_the_lead_is_raised_another_refusal_logged():
     log = Log()
     assert not await record(Ledger([[]], [ValueError("broken")]), REPAIR, log)
     assert log.warned == ["FeatureGatesObserved not recorded: broken"]
+
+
+# --- a replay's choice: the record, else the fallback, read only then --------------------------------
+
+
+def test_a_recorded_gate_unknown_here_is_left_out_and_the_environment_is_not_read():
+    log = entries([observed({"NodeRepair": True, "SomeLaterGate": True})])
+    got = used(log, None, lambda: pytest.fail("the environment is read only when the log records no gates"))
+    assert (got.gates, got.source, got.on()) == (REPAIR, "log", ["NodeRepair"])  # the rest: upstream's defaults
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [("environment", "the environment (NODEWRIGHT_FEATURE_GATES): the log records none"), ("defaults", "upstream's")],
+)
+def test_a_log_that_records_no_gates_takes_the_fallback_and_says_it(source, says):
+    got = used(LOG[:1], None, lambda: REPAIR, source)
+    assert (got.gates, got.source) == (REPAIR, source) and got.told.startswith(says)
+    assert got.to_dict() == {"on": ["NodeRepair"], "source": source, "from": got.told}
