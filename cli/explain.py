@@ -58,8 +58,9 @@ def nodeclaim(
 ) -> None:
     """Why the NodeClaim was or was not disrupted at --at: each method in the pass's order, with
     its cause (a do-not-disrupt pod, a PDB, a budget at 0 in its window, consolidateAfter, no
-    cheaper replacement, pods that fit nowhere else, the node limit), under the feature gates of
-    NODEWRIGHT_FEATURE_GATES as the disruption service reads them. Exit 2 on bad input."""
+    cheaper replacement, pods that fit nowhere else, the node limit), under the feature gates the
+    log recorded for the disruption service at that instant (a log older than that record: those
+    of NODEWRIGHT_FEATURE_GATES, as the service reads them). Exit 2 on bad input."""
     _explain(name, None, at, from_file, seed, output, run)
 
 
@@ -92,7 +93,7 @@ def _explain(
     try:
         if from_file is not None and run is not None:
             raise ValueError("--run and --from-file: give one log, not both")
-        gates = Gates.now()  # the disruption service's gates, as every process reads them
+        environment = Gates.now()  # used only for a log that records no gates (older ones)
         instant = budgets_cmd.parse_instant(at, "--at") if at is not None else None
         events = read_events(from_file) if from_file is not None else None
     except (OSError, ValueError) as exc:
@@ -102,7 +103,7 @@ def _explain(
     if events is None:
         events, sim = with_database(database_log, run)
     try:
-        answer = explain(events, claim, node=node_name, at=instant, sim=sim.given(seed), gates=gates)
+        answer = explain(events, claim, node=node_name, at=instant, sim=sim.given(seed), environment=environment)
     except ExplainError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -172,8 +173,11 @@ def render(doc: dict[str, Any]) -> str:
     if doc["instance_type"]:
         lines.append(f"  {doc['instance_type']} ({doc['capacity_type']}) at {doc['price']:g}/h in the catalog")
         lines.append(f"  priced in the sim catalog at seed {doc['seed']} ({doc['seed_from']})")
+    whence = f" ({doc['gates_from']})" if doc.get("gates_from") else ""
     if doc["gates"]:
-        lines.append(f"  feature gates on: {', '.join(doc['gates'])}")
+        lines.append(f"  feature gates on: {', '.join(doc['gates'])}{whence}")
+    elif whence:
+        lines.append(f"  feature gates: all off{whence}")
     lines.append(f"  state: {doc['state']}")
     lines.append(f"verdict: {doc['verdict']}")
     if doc["causes"]:

@@ -51,6 +51,9 @@ def render(result: dict[str, Any]) -> str:
     fidelity = result["fidelity"]
     seed = fidelity["seed"]
     lines.append(f"  sim seed {seed['value']} ({seed['from']})")
+    if gates := fidelity.get("gates"):
+        on = ", ".join(gates["on"]) or "all off"
+        lines.append(f"  feature gates {on} ({gates['from']})")
     for pool, rows in fidelity["pools"].items():
         shown = ", ".join(
             f"{figure} {row['recorded']:g}/{row['replayed']:g}{'' if row['within'] else ' (!)'}"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.events import contracts as c
-from shared.events.envelope import NewEvent
+from shared.events.envelope import Metadata, NewEvent, RecordedEvent
 from shared.policy.audit import LogEntry
 from tests.conftest import nodepool_doc
 
@@ -177,3 +178,26 @@ class CatalogCloud:
 
     async def instance_types(self, node_class: str | None = None) -> list[dict[str, Any]]:
         return catalog_answer(self.options)
+
+
+def gates_recorded(
+    log: list[RecordedEvent], gates: dict[str, bool], at: timedelta = timedelta(seconds=1)
+) -> list[RecordedEvent]:
+    """`log` with the disruption service's `FeatureGatesObserved` of `gates`, `at` after its
+    first event (when a service starts leading), at the end of the positions (no other event's
+    position moves, so a decision's observed position still names what it saw)."""
+    event = c.FeatureGatesObserved(service="disruption", gates=gates)
+    when = log[0].occurred_at + at
+    fact = RecordedEvent(
+        position=max(e.position for e in log) + 1,
+        event_id=uuid.UUID(int=len(log) + 1),
+        stream_id=event.stream_id,
+        version=1,
+        type=event.TYPE,
+        schema_version=event.SCHEMA_VERSION,
+        data=event.payload(),
+        metadata=Metadata("disruption"),
+        occurred_at=when,
+        recorded_at=when,
+    )
+    return [*log, fact]

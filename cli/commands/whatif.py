@@ -47,7 +47,9 @@ def whatif(
 ) -> None:
     """Replay a run's recorded demand twice, offline, through the same scheduling, disruption and
     termination code: once with the recorded NodePools, once with the changed ones; print how
-    faithful the first is to the record, then both side by side per pool. Exit 2 on bad input."""
+    faithful the first is to the record, then both side by side per pool. Both play by the feature
+    gates the log recorded in force at the replay's start (a log older than that record: those of
+    NODEWRIGHT_FEATURE_GATES), and the fidelity says which. Exit 2 on bad input."""
     from cli import budgets as budgets_cmd
     from cli import whatif as told
     from cli.outputs import OutputError, check_directory
@@ -66,7 +68,7 @@ def whatif(
         if start is not None and end is not None and start >= end:
             raise ValueError(f"--from {since} is not before --to {until}")
         changes = told.read_nodepools(nodepool or [])
-        gates = gates_now()  # as the services that recorded the log took them
+        environment = gates_now()  # used only for a log that records no gates (older ones)
         if report is not None:
             check_directory(report, "--report", ("whatif.png", "whatif.json"))
         entries = told.read_log(from_file) if from_file is not None else None
@@ -77,7 +79,9 @@ def whatif(
     if entries is None:
         entries, sim = with_database(told.database_log, run)
     try:
-        result = replay(entries, changes, drop or [], start=start, end=end, sim=sim.given(seed), gates=gates)
+        result = replay(
+            entries, changes, drop or [], start=start, end=end, sim=sim.given(seed), environment=environment
+        )
     except (ChangeError, DemandError, ScenarioError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

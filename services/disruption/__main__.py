@@ -3,7 +3,7 @@ instance types and prices from the cloud (the sim's, over NATS) and writes Event
 status through the Kubernetes API (`shared.runtime.process.serve_connected`). Spot-to-spot
 consolidation, node repair and static scale-down follow `NODEWRIGHT_FEATURE_GATES`
 (`SpotToSpotConsolidation=true`, `NodeRepair=true`, `StaticCapacity=true`; all off by default,
-as upstream's)."""
+as upstream's); every known gate is recorded in the log (`FeatureGatesObserved`) when it leads."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def main(
             spot_to_spot=config.gates[SPOT_TO_SPOT_CONSOLIDATION],
             node_repair=config.gates[NODE_REPAIR],
             static_capacity=config.gates[STATIC_CAPACITY],
+            gates=config.gates,
             min_values_policy=MinValuesPolicy(config.min_values_policy),
         ),
         plans=True,

@@ -44,6 +44,7 @@ from shared.ports.cloud import CloudProvider
 from shared.ports.cluster import NODE, NODECLAIM, NODEPOOL, NORMAL, WARNING, Cluster, KubeEvent
 from shared.runtime import logs
 from shared.runtime.catalogs import Catalogs, Loaded
+from shared.runtime.gates import record_gates
 from shared.runtime.leading import lead, quiet
 from shared.runtime.ledger import Ledger
 from shared.runtime.nodeclaims import NodeClaimWriter
@@ -83,13 +84,18 @@ class DisruptionService:
         nodeclasses: bool = False,
         node_repair: bool = False,
         static_capacity: bool = False,
+        gates: Mapping[str, bool] | None = None,
     ) -> None:
         """`nodeclasses`: the cloud resolves EC2NodeClasses (AWS), so no replacement is planned
         into a pool whose class is not Ready (the scheduler's gate, as the simulation sees it);
-        `static_capacity`: the `StaticCapacity` gate: static pools are scaled down to their replicas."""
+        `static_capacity`: the `StaticCapacity` gate: static pools are scaled down to their replicas;
+        `gates`: every known feature gate as the process read them, recorded when it starts
+        leading (`FeatureGatesObserved`) so explain and the what-if replay by them (None: not
+        recorded, as the offline runner, which takes no lead, does not)."""
         self.store, self.cloud, self.clock = store, cloud, clock
         self.spot_to_spot, self.poll = spot_to_spot, poll
         self.static_capacity = static_capacity
+        self.gates = dict(gates) if gates is not None else None
         self.repair_policies = tuple(cloud.repair_policies()) if node_repair else ()
         """The cloud's repair policies while the `NodeRepair` gate is on (upstream: node repair
         runs only when the gate is on and the provider declares policies)."""
@@ -134,6 +140,8 @@ class DisruptionService:
 
     async def _take_over(self) -> None:
         await self.ledger.take_over()
+        if self.gates is not None:  # before any decision: the log says what they were taken under
+            await record_gates(self.ledger, PRODUCER, self.gates, self.clock.now(), producer=PRODUCER, log=log)
         await self.objects.restart()
         await self._load_catalog()  # a command inherited mid-way is re-checked before the first pass
 

@@ -8,9 +8,11 @@ instant is that decision's and the fold stops at the log position the decision o
 methods are asked about the world the deciding pass saw, and the decision is told with the
 budget snapshot the store checked it on, as `audit --explain` tells it.
 
-The world is built under the feature gates the disruption service would run with
-(`NODEWRIGHT_FEATURE_GATES`, read here as every process reads it, unless given): a static pool's
-Overprovisioned scale-down, node repair and spot-to-spot consolidation are weighed only with theirs on.
+The world is built under the feature gates the disruption service ran with, as the log recorded
+them in force at the instant (`FeatureGatesObserved`); a log older than that record falls back to
+`NODEWRIGHT_FEATURE_GATES`, read as every process reads it, and the answer says which: a static
+pool's Overprovisioned scale-down, node repair and spot-to-spot consolidation are weighed only with
+theirs on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from services.whatif import gates as g
 from services.whatif.instant import Gates, instant, recorded_catalog
 from shared.config import NODE_REPAIR, STATIC_CAPACITY
 from shared.disruption.repair import UNHEALTHY
@@ -43,13 +46,14 @@ def explain(
     loaded: Loaded | None = None,
     sim: SimSettings = UNKNOWN,
     gates: Gates | None = None,
+    environment: Gates | None = None,
 ) -> m.Explanation:
     """The answer for the claim (or the claim the node was) at `at`: by default the time of the
     decision that disrupted it, else the end of the log. `loaded`: the catalog to price with
     (default: the what-if's, `instant.recorded_catalog`, at `sim`'s seed: the recorded run's
     when its source says it, the answer tells which and whence). `gates`: the feature gates the
-    world is built under (default: the environment's, `Gates.now`; a bad value is a ValueError)."""
-    gates = Gates.now() if gates is None else gates
+    world is built under (default: those the log recorded in force at the instant, else
+    `environment`, by default `Gates.now`: a bad value is a ValueError)."""
     if not log:
         raise ExplainError("the log holds no events")
     first, last = log[0].occurred_at, max(e.occurred_at for e in log)
@@ -72,6 +76,9 @@ def explain(
         )
     decision = next((d for d in carried if d.at <= at), None)
     told = chapters(c for c in story if c.at <= at)
+    used = _gates(log, decision.at if decision is not None else at, gates, environment)
+    gates = Gates.of(used.gates)
+    whence = _WHENCE[used.source]
     common = {
         "nodeclaim": name,
         "node": life.node,
@@ -82,6 +89,8 @@ def explain(
         "seed": sim.seed,
         "seed_from": sim.source if loaded is None else "the catalog given",
         "gates": gates.on(),
+        "gates_source": used.source,
+        "gates_from": used.told,
     }
     if decision is None and life.terminated_at is not None and life.terminated_at <= at:
         return m.Explanation(
@@ -108,7 +117,7 @@ def explain(
     if pool is not None and pool.spec.replicas is not None and not gates.static_capacity:
         notes.append(
             f"nodepool {life.nodepool} is static (replicas {pool.spec.replicas}), but the {STATIC_CAPACITY} gate "
-            "is off here (NODEWRIGHT_FEATURE_GATES): the Overprovisioned scale-down is not weighed, "
+            f"is off here ({whence}): the Overprovisioned scale-down is not weighed, "
             "as the disruption service with the gate off does not weigh it"
         )
     gated = _GATED.get(decision.reason) if decision is not None else None
@@ -117,7 +126,7 @@ def explain(
         if gated is not None and gated not in gates.on():
             notes.append(
                 f"the decision's reason {decision.reason} is behind the {gated} gate, off here "
-                "(NODEWRIGHT_FEATURE_GATES): the pass replayed does not weigh it"
+                f"({whence}): the pass replayed does not weigh it"
             )
         elif not said.taken:
             notes.append(
@@ -147,6 +156,19 @@ def explain(
 
 _GATED = {OVERPROVISIONED: STATIC_CAPACITY, UNHEALTHY: NODE_REPAIR}
 """The forceful reasons a gate turns on: with it off, the replayed pass cannot take the claim again."""
+_WHENCE = {
+    g.LOG: "as the log recorded the gates",
+    g.ENVIRONMENT: "NODEWRIGHT_FEATURE_GATES, the log records no gates",
+    g.GIVEN: "the gates given",
+}
+"""A note's word on where the gate it names is off."""
+
+
+def _gates(log: Sequence[RecordedEvent], at: datetime, gates: Gates | None, environment: Gates | None) -> g.Used:
+    """The gates given; else those the log recorded in force at `at`; else the environment's."""
+    if gates is not None:
+        return g.given(gates.named())
+    return g.used(log, at, lambda: (environment if environment is not None else Gates.now()).named())
 
 
 def _claim(log: Sequence[RecordedEvent], nodeclaim: str | None, node: str | None) -> str:

@@ -72,14 +72,17 @@ class Gates:
         """`NODEWRIGHT_FEATURE_GATES` as every process reads it (a bad value: ValueError)."""
         return cls.of(gates_now())
 
+    def named(self) -> dict[str, bool]:
+        """By upstream's names, as `shared.config`'s gate map."""
+        return {
+            SPOT_TO_SPOT_CONSOLIDATION: self.spot_to_spot,
+            NODE_REPAIR: self.node_repair,
+            STATIC_CAPACITY: self.static_capacity,
+        }
+
     def on(self) -> list[str]:
         """The gates on, by upstream's names, for the answer to say what it weighed."""
-        named = (
-            (SPOT_TO_SPOT_CONSOLIDATION, self.spot_to_spot),
-            (NODE_REPAIR, self.node_repair),
-            (STATIC_CAPACITY, self.static_capacity),
-        )
-        return [name for name, value in named if value]
+        return [name for name, value in self.named().items() if value]
 
 
 OFF = Gates()

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from services.whatif import gates as g
 from services.whatif.catalog import catalog_for
 from services.whatif.runner import Played, Runner
 from shared.api.scenario import parse_scenario
@@ -58,16 +59,19 @@ def whatif(
     end: datetime | None = None,
     sim: SimSettings = UNKNOWN,
     gates: Mapping[str, bool] | None = None,
+    environment: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
     """`fidelity`, `baseline`, `changed`, `seconds` (what `--output json` prints, docs/whatif.md),
     and for the text and the report: `difference`, `notes` (where a dropped pool's pods went),
     `pools`, `series` (nodes per pool over time, each variant). `sim`: the recorded run's seed
     and catalog, and where they came from (the fidelity section says both). `gates`: the feature
-    gates both plays run by, as the services that recorded the log took them (default: upstream's
-    defaults)."""
-    gates = gates if gates is not None else feature_gates("")
+    gates both plays run by; default: those the log recorded in force at the replay's start (the
+    disruption service's), else `environment` (the command's NODEWRIGHT_FEATURE_GATES), else
+    upstream's defaults; the fidelity section says which (`gates`)."""
     began = time.perf_counter()
     demand = demand_of(entries, start=start, end=end)
+    used = _gates(entries, demand.start, gates, environment)
+    gates = used.gates
     document = with_catalog(demand, sim)
     variant = changed(document, nodepools, drop, static_capacity=gates[STATIC_CAPACITY])  # fails before any play
     recorded = figures(entries, demand.start, demand.end)
@@ -77,7 +81,7 @@ def whatif(
     changed_figures = figures(after.log, demand.start, demand.end)
     notes = dropped(drop, base.log, after.log, changed_figures)
     return {
-        "fidelity": fidelity(recorded, baseline, sim),
+        "fidelity": {**fidelity(recorded, baseline, sim), "gates": used.to_dict()},
         "baseline": {"pools": {p: f.to_dict() for p, f in baseline.items()}},
         "changed": {"pools": {p: f.to_dict() for p, f in changed_figures.items()}},
         "difference": difference(baseline, changed_figures),
@@ -86,6 +90,17 @@ def whatif(
         "seconds": round(time.perf_counter() - began, 2),
         "series": {"baseline": nodes_over_time(base.log), "changed": nodes_over_time(after.log)},
     }
+
+
+def _gates(
+    entries: Sequence[Entry], start: datetime, gates: Mapping[str, bool] | None, environment: Mapping[str, bool] | None
+) -> g.Used:
+    """The gates given; else those the log recorded in force at `start`; else the fallback."""
+    if gates is not None:
+        return g.given(gates)
+    if environment is not None:
+        return g.used(entries, start, lambda: environment)
+    return g.used(entries, start, lambda: feature_gates(""), g.DEFAULTS)
 
 
 def dropped(drop: Sequence[str], baseline: Sequence[Entry], after: Sequence[Entry], figures_: Any) -> list[str]:

@@ -50,6 +50,7 @@ PRODUCERS: Mapping[str, tuple[type[c.Event], ...]] = {
         c.DisruptionCompleted,
         c.NodeClaimCreated,
         c.NodeClaimDeletionRequested,
+        c.FeatureGatesObserved,
     ),
     "termination": (c.NodeClaimDraining, c.NodeClaimTerminated, c.PodEvicted, c.PodEvictionWaiting),
     "cli": (c.NodeClaimDeletionRequested,),

@@ -182,7 +182,12 @@ class Explanation(_Model):
     seed_from: str = ""
     """Where the seed came from (a run's description, --seed), or that it was unknown."""
     gates: list[str] = Field(default_factory=list)
-    """The feature gates on (`NODEWRIGHT_FEATURE_GATES`) the world was built under."""
+    """The feature gates on the world was built under."""
+    gates_source: str = ""
+    """Where `gates` came from: `log` (the disruption service's record in force at the instant),
+    `environment` (`NODEWRIGHT_FEATURE_GATES`: the log records none, it is older) or `given`."""
+    gates_from: str = ""
+    """The same in words, with the record's time."""
     methods: list[Verdict] = Field(default_factory=list)
     budgets: dict[str, Budget] = Field(default_factory=dict)
     passed: list[Command] = Field(default_factory=list)

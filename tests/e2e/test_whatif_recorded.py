@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from shared.config import feature_gates
 from tests.conftest import ROOT
 from tests.e2e.processes import cli_environment, drop_run_log, run_log_url
 from tests.whatif_pools import nodepool
@@ -90,6 +91,11 @@ def test_a_log_the_services_recorded_replays_faithfully(tmp_path, database_serve
     assert fidelity["faithful"], fidelity["beyond"]
     assert fidelity["seed"] == {"value": 3, "from": f"run {name}'s description", "known": True}
     assert fidelity["pools"]["web"]["node_hours"]["recorded"] > 0
+    # the disruption process recorded its gates once, and both replays weighed the run by them
+    assert [e["data"] for e in log if e["type"] == "FeatureGatesObserved"] == [
+        {"service": "disruption", "gates": feature_gates(env.get("NODEWRIGHT_FEATURE_GATES", ""))}
+    ]
+    assert fidelity["gates"]["source"] == "log"
     base, changed = result["baseline"]["pools"], result["changed"]["pools"]
     assert base["web"]["disruptions"], "the record consolidates web: the zero budget must have something to stop"
     assert not {"Empty", "Underutilized"} & set(changed["web"]["disruptions"])
@@ -106,3 +112,4 @@ def test_a_log_the_services_recorded_replays_faithfully(tmp_path, database_serve
     answer = json.loads(explained.stdout)
     assert answer["disrupted"] and answer["decision"]["budget_check"]
     assert (answer["seed"], answer["seed_from"]) == (3, f"run {name}'s description")
+    assert answer["gates_source"] == "log" and answer["gates_from"].startswith("the log: recorded at ")

@@ -5,8 +5,8 @@ Events are facts in the past tense. The stream an event belongs to follows from 
 are snake_case JSON; quantities are Kubernetes quantity strings. A decision event carries the
 inputs it was taken on (pods, headroom, budgets), so `nodewright audit --explain` can tell why.
 
-One module per part of the system (`base`, `cluster`, `nodeclaims`, `disruption`); this one
-names them all, so `contracts.PodBound` reads the same wherever it is used.
+One module per part of the system (`base`, `cluster`, `nodeclaims`, `disruption`, `settings`);
+this one names them all, so `contracts.PodBound` reads the same wherever it is used.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ from shared.events.contracts.nodeclaims import (
     NodeClaimRegistered,
     NodeClaimTerminated,
 )
+from shared.events.contracts.settings import FeatureGatesObserved
 
 CONTRACTS: tuple[type[Event], ...] = (
     NodePoolApplied,
@@ -111,6 +112,7 @@ CONTRACTS: tuple[type[Event], ...] = (
     DisruptionCancelled,
     DisruptionCompleted,
     InstanceInterrupted,
+    FeatureGatesObserved,
 )
 
 __all__ = [
@@ -128,6 +130,7 @@ __all__ = [
     "DisruptionEvent",
     "DisruptionValidated",
     "Event",
+    "FeatureGatesObserved",
     "InstanceInterrupted",
     "InstanceTypeOption",
     "LimitCheck",

@@ -1,13 +1,15 @@
 """`explain` on a recorded day of a static pool (`tests.unit.whatif.test_static_runner`'s: grown
-to 5 nodes, scaled to 2 at 20m by one Overprovisioned decision), with the feature gates read from
-`NODEWRIGHT_FEATURE_GATES` as the disruption service reads them: on, the scale-down is weighed
-and a claim it took is told with its decision; off, the static pool is explained as before, with
-a note that the gate is off."""
+to 5 nodes, scaled to 2 at 20m by one Overprovisioned decision), with the feature gates the log
+recorded, or, for a log that records none, those of `NODEWRIGHT_FEATURE_GATES` as the disruption
+service reads them: on, the scale-down is weighed and a claim it took is told with its decision;
+off, the static pool is explained as before, with a note that the gate is off; either way the
+answer says where the gates came from."""
 
 from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,9 @@ from cli.main import app
 from services.whatif.explain import explain
 from services.whatif.runner import Runner
 from shared.api.scenario import parse_scenario
+from shared.config import feature_gates
 from shared.explain import model as m
+from tests.factories import gates_recorded
 from tests.unit.whatif.test_static_runner import DOCUMENT
 
 pytestmark = pytest.mark.timeout(180)
@@ -47,6 +51,7 @@ def test_with_the_gate_on_a_claim_the_scale_down_took_is_told_with_its_decision(
     answer = explain(played.log, gone[0], sim=played.sim)
     assert answer.disrupted and answer.decision is not None and answer.decision.reason == "Overprovisioned"
     assert answer.gates == ["StaticCapacity"] and answer.notes == []
+    assert answer.gates_source == "environment" and "NODEWRIGHT_FEATURE_GATES" in answer.gates_from
     scale_down = method(answer, "StaticScaleDown")
     assert scale_down is not None and scale_down.disrupts
     assert scale_down.details["count"] == 5 and scale_down.details["replicas"] == 2
@@ -97,9 +102,49 @@ def test_the_command_reads_the_gates_from_the_environment(exported, taken):
     argv = ["explain", "nodeclaim", gone[0], "--from-file", str(exported), "--seed", "3"]
     on = CliRunner().invoke(app, argv, env={GATES: "StaticCapacity=true"})
     assert on.exit_code == 0, on.stderr
-    assert "  feature gates on: StaticCapacity" in on.stdout
+    assert "  feature gates on: StaticCapacity (the environment (NODEWRIGHT_FEATURE_GATES)" in on.stdout
     assert "  StaticScaleDown Overprovisioned disrupts: nodepool s has 5 NodeClaim(s)" in on.stdout
     off = CliRunner().invoke(app, argv, env={GATES: ""})
     assert off.exit_code == 0 and "StaticScaleDown" not in off.stdout and "feature gates on" not in off.stdout
     bad = CliRunner().invoke(app, argv, env={GATES: "StaticCapacity=yes"})
     assert bad.exit_code == 2 and "NODEWRIGHT_FEATURE_GATES: 'StaticCapacity=yes'" in bad.stderr
+
+
+def test_the_gates_the_log_recorded_are_weighed_over_the_environments(played, taken, monkeypatch):
+    """The record says StaticCapacity was on; the environment replaying it has it off."""
+    monkeypatch.setenv(GATES, "StaticCapacity=false")
+    gone, _ = taken
+    log = gates_recorded(played.log, feature_gates("StaticCapacity=true"))
+    answer = explain(log, gone[0], sim=played.sim)
+    assert answer.gates == ["StaticCapacity"] and answer.gates_source == "log" and answer.notes == []
+    assert answer.gates_from == f"the log: recorded at {log[-1].occurred_at.isoformat()}"
+    scale_down = method(answer, "StaticScaleDown")
+    assert scale_down is not None and scale_down.disrupts
+    monkeypatch.setenv(GATES, "StaticCapacity=true")  # and the other way round: recorded off
+    off = explain(gates_recorded(played.log, feature_gates("")), gone[0], sim=played.sim)
+    assert off.gates == [] and off.gates_source == "log" and method(off, "StaticScaleDown") is None
+    assert any("the StaticCapacity gate is off here (as the log recorded the gates)" in n for n in off.notes)
+
+
+def test_before_the_record_the_first_recorded_gates_are_taken_and_said_so(played, taken, monkeypatch):
+    monkeypatch.delenv(GATES, raising=False)
+    _, stayed = taken
+    first = played.log[0].occurred_at
+    log = gates_recorded(played.log, feature_gates("StaticCapacity=true"), at=timedelta(minutes=2))
+    answer = explain(log, stayed[0], at=first + timedelta(minutes=1), sim=played.sim)
+    assert answer.gates == ["StaticCapacity"] and answer.gates_source == "log"
+    assert answer.gates_from.endswith("the first record, after the instant replayed")
+
+
+def test_the_command_says_the_gates_came_from_the_log(played, taken, tmp_path):
+    gone, _ = taken
+    path = tmp_path / "day.jsonl"
+    log = gates_recorded(played.log, feature_gates("StaticCapacity=true"))
+    path.write_text("".join(json.dumps(e.to_json_dict()) + "\n" for e in log))
+    argv = ["explain", "nodeclaim", gone[0], "--from-file", str(path), "--seed", "3"]
+    said = CliRunner().invoke(app, argv, env={GATES: ""})
+    assert said.exit_code == 0, said.stderr
+    assert f"  feature gates on: StaticCapacity (the log: recorded at {log[-1].occurred_at.isoformat()})" in said.stdout
+    assert "  StaticScaleDown Overprovisioned disrupts" in said.stdout
+    document = json.loads(CliRunner().invoke(app, [*argv, "--output", "json"], env={GATES: ""}).stdout)
+    assert (document["gates"], document["gates_source"]) == (["StaticCapacity"], "log")

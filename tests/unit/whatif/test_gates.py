@@ -6,13 +6,17 @@ wakes the pass."""
 from __future__ import annotations
 
 import copy
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from cli.main import app
+from cli.whatif import render
 from services.whatif.replay import whatif
 from services.whatif.runner import STEP, Runner
 from shared.api.scenario import ScenarioError, parse_scenario
@@ -20,7 +24,7 @@ from shared.config import NODE_REPAIR, STATIC_CAPACITY, feature_gates
 from shared.runtime.scenarios import load_scenario
 from shared.whatif.changes import ChangeError
 from tests.conftest import nodepool_doc
-from tests.factories import scenario_doc
+from tests.factories import gates_recorded, scenario_doc
 
 pytestmark = pytest.mark.timeout(300)
 FORBIDDEN = "Forbidden: static NodePools require the StaticCapacity feature gate"
@@ -86,6 +90,44 @@ def test_the_what_if_plays_by_the_recording_services_gates(static_log):
     assert changed["disruptions"] == {}  # 5 replicas throughout: the recorded scale-down is the change's
     with pytest.raises(ChangeError, match=r"more\.yaml: NodePool s is not valid: spec\.replicas: Forbidden"):
         whatif(static_log, [("more.yaml", static(5))], gates={**on, STATIC_CAPACITY: False})
+    assert result["fidelity"]["gates"] == {"on": ["StaticCapacity"], "source": "given", "from": "given by the caller"}
+
+
+def test_the_what_if_plays_by_the_gates_the_log_recorded_over_the_environments(static_log):
+    """The record says StaticCapacity was on; the environment replaying it has it off."""
+    log = gates_recorded(static_log, feature_gates("StaticCapacity=true"))
+    result = whatif(log, [("more.yaml", static(5))], environment=feature_gates(""))
+    said = result["fidelity"]["gates"]
+    assert (said["on"], said["source"]) == (["StaticCapacity"], "log")
+    assert said["from"] == (
+        f"the log: recorded at {log[-1].occurred_at.isoformat()}, the first record, after the instant replayed"
+    )  # a service records them when it leads, a moment after the log's first facts
+    assert result["changed"]["pools"]["s"]["peak_nodes"] == 5
+    assert result["baseline"]["pools"]["s"]["disruptions"] == {"Overprovisioned": 1}
+    assert f"  feature gates StaticCapacity ({said['from']})" in render(result)
+    with pytest.raises(ScenarioError, match="StaticCapacity feature gate"):  # recorded off, on here: off
+        whatif(gates_recorded(static_log, feature_gates("")), environment=feature_gates("StaticCapacity=true"))
+
+
+def test_a_log_that_records_no_gates_plays_by_the_environments_and_says_so(static_log):
+    result = whatif(static_log, environment=feature_gates("StaticCapacity=true"))
+    said = result["fidelity"]["gates"]
+    assert (said["on"], said["source"]) == (["StaticCapacity"], "environment")
+    assert "  feature gates StaticCapacity (the environment (NODEWRIGHT_FEATURE_GATES): the log records none)" in (
+        render(result)
+    )
+
+
+def test_the_command_prints_where_its_gates_came_from(static_log, tmp_path: Path):
+    path = tmp_path / "day.jsonl"
+    log = gates_recorded(static_log, feature_gates("StaticCapacity=true"))
+    path.write_text("".join(json.dumps(e.to_json_dict()) + "\n" for e in log))
+    said = CliRunner().invoke(
+        app, ["whatif", "--from-file", str(path), "--output", "json"], env={"NODEWRIGHT_FEATURE_GATES": ""}
+    )
+    assert said.exit_code == 0, said.stderr
+    gates = json.loads(said.stdout)["fidelity"]["gates"]
+    assert (gates["on"], gates["source"]) == (["StaticCapacity"], "log")
 
 
 REPAIR = scenario_doc(
