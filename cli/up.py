@@ -252,7 +252,7 @@ async def _view(
     try:
         async with store.driver_connection() as conn:
             view = await _from_log(conn)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except (*OUTAGES, asyncpg.PostgresError) as exc:  # as a service, a restart in mid-statement too
         view = {**last, "database": f"not answering ({type(exc).__name__}); waiting"}
     return {**view, "now": clock.now().isoformat(timespec="seconds"), "processes": processes}
 
