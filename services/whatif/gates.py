@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.config import FEATURE_GATES
-from shared.events.gates import Entry, in_force
+from shared.events.envelope import Entry
+from shared.events.gates import in_force
 
 LOG = "log"
 ENVIRONMENT = "environment"

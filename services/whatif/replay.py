@@ -15,9 +15,10 @@ from services.whatif.catalog import catalog_for
 from services.whatif.runner import Played, Runner
 from shared.api.scenario import parse_scenario
 from shared.config import NODE_REPAIR, SPOT_TO_SPOT_CONSOLIDATION, STATIC_CAPACITY, feature_gates
+from shared.events.envelope import Entry
 from shared.whatif.changes import changed, pool_names
 from shared.whatif.compare import difference, fidelity
-from shared.whatif.demand import Demand, Entry, demand_of
+from shared.whatif.demand import Demand, demand_of
 from shared.whatif.figures import UNPLACED, figures, nodes_over_time, placements
 from shared.whatif.sim import UNKNOWN, SimSettings
 

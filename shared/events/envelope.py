@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from shared.events.contracts import Event
 
@@ -138,3 +138,15 @@ def stream_kind(stream_id: str) -> str:
     """`nodeclaim` of `nodeclaim-web-1`: the family of streams a bus subject names
     (`shared.bus.names`)."""
     return stream_id.split("-", 1)[0]
+
+
+class Entry(Protocol):
+    """A logged event as a reader of a whole log needs it (a `RecordedEvent`, a line of an
+    exported log): what, about what and when."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def data(self) -> dict[str, Any]: ...
+    @property
+    def occurred_at(self) -> datetime: ...

@@ -9,21 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
 
 from shared.events.contracts.settings import FeatureGatesObserved
+from shared.events.envelope import Entry
 
 REPLAYED = "disruption"
 """The service whose gates explain and the what-if weigh by: they replay its passes."""
-
-
-class Entry(Protocol):
-    @property
-    def type(self) -> str: ...
-    @property
-    def data(self) -> dict[str, Any]: ...
-    @property
-    def occurred_at(self) -> datetime: ...
 
 
 def differs(last: Mapping[str, bool] | None, now: Mapping[str, bool]) -> bool:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.events.envelope import Entry as Line
 from shared.explain.model import Decision
 from shared.policy.audit import Chapter, LogEntry, replay
-from shared.whatif.demand import Entry as Line
 
 STREAM_PREFIX = "nodeclaim-"
 

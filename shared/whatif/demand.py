@@ -30,24 +30,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from shared.api.core import NODE_READY
+from shared.events.envelope import Entry
 
 SETTLE = timedelta(seconds=60)
 """A pod replaced within this is the same replica (an eviction, a node gone), not a scale."""
 SPOT_NOTICE = timedelta(minutes=2)
 """The sim reclaims a spot instance this long after its interruption notice."""
 _DROPPED_METADATA = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
-
-
-class Entry(Protocol):
-    @property
-    def type(self) -> str: ...
-    @property
-    def data(self) -> dict[str, Any]: ...
-    @property
-    def occurred_at(self) -> datetime: ...
 
 
 class DemandError(ValueError):

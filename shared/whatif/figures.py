@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.whatif.demand import Entry
+from shared.events.envelope import Entry
 
 UNPLACED = "(unplaced)"
 """The pseudo-pool of the pods still pending at the window's end."""
