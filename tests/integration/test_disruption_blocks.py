@@ -374,7 +374,10 @@ async def test_a_budget_in_a_local_time_zone_blocks_exactly_its_window_across_th
     times = [at for at, _ in decided]
     assert not [at for at in times if OPENS <= at < CLOSES]
     assert [at for at in times if at < OPENS]  # emptied at 3m
-    assert [at for at in times if CLOSES <= at < CLOSES + timedelta(minutes=1)]  # held since 12m, let go at once
+    # held since 12m, let go at once: within a few passes of the window's end (a second or so of
+    # real time at 120x, for a loaded machine), long before web comes back at 32m
+    soon = timedelta(minutes=3)
+    assert [at for at in times if CLOSES <= at < CLOSES + soon]
     assert [at for at in times if at >= BEGIN + timedelta(minutes=36)]  # emptied at 36m
     assert all(d["budget_check"]["active_budgets"] == [] for _, d in decided)
     said = [
@@ -383,4 +386,4 @@ async def test_a_budget_in_a_local_time_zone_blocks_exactly_its_window_across_th
         if kind == "DisruptionBlocked" and d["cause"] == "Budget" and d["reason"] == "Empty"
     ]
     # said once as the window opened (in the log once per change, not every pass), not after it
-    assert len(said) == 1 and OPENS <= said[0] < OPENS + timedelta(minutes=1)
+    assert len(said) == 1 and OPENS <= said[0] < OPENS + soon
