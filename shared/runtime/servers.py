@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -114,15 +115,17 @@ def nats_server_binary() -> Path:
     )
 
 
-class Served:
+class Served(ABC):
     """A server this process starts and stops: `with` starts it and stops it however the block
     ends, so a test or a command never leaves one behind."""
 
+    @abstractmethod
     def start(self) -> Self:
-        raise NotImplementedError
+        """Start the server and return it once it answers."""
 
+    @abstractmethod
     def stop(self) -> None:
-        raise NotImplementedError
+        """Stop the server; stopping one already stopped does nothing."""
 
     def __enter__(self) -> Self:
         return self.start()
